@@ -1,0 +1,51 @@
+"""The linear clustering head of supplement Table 1 / section 4.2."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._init import init_linear_
+
+__all__ = ["build_linear"]
+
+
+def build_linear(
+    input_shape: tuple[int, ...], n_clusters: int, *, generator: torch.Generator | None = None
+) -> nn.Linear:
+    """A linear classifier ``z = W x + b`` with Kaiming-normal ``W`` and zero ``b``.
+
+    This is the model of supplement Table 1 (a linear head on frozen features), initialised
+    as in supplement section 4.2.
+
+    Parameters
+    ----------
+    input_shape : tuple of one int ``(d,)``
+        Feature dimension.
+    n_clusters : int
+        Number of clusters ``K`` (output logits).
+    generator : torch.Generator or None, default=None
+        Source of randomness for the weight (``None``: torch's global generator).
+
+    Returns
+    -------
+    model : torch.nn.Linear
+        Maps a float batch of shape (B, d) to logits of shape (B, K).
+
+    Examples
+    --------
+    >>> import torch
+    >>> m = build_linear((4,), 3, generator=torch.Generator().manual_seed(0))
+    >>> m(torch.zeros(2, 4)).shape
+    torch.Size([2, 3])
+    """
+    if len(input_shape) != 1:
+        raise ValueError(
+            f"The 'linear' model needs a flat input_shape (d,), got {tuple(input_shape)}; "
+            "flatten the features or use 'vgg4' / 'resnet18' for images."
+        )
+    (d,) = input_shape
+    # Build under a fork so nn.Linear's default init does not consume the global RNG.
+    with torch.random.fork_rng(devices=[]):
+        layer = nn.Linear(d, n_clusters)
+    return init_linear_(layer, generator=generator)
