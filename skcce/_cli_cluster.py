@@ -1,0 +1,323 @@
+"""``skcce cluster PATH --n-clusters K``: cluster a folder of images from the command line.
+
+Features come from a frozen timm backbone (:class:`~skcce._feature_extraction.FeatureExtractor`)
+and are clustered by :class:`~skcce.CCEClustering`; the result is a CSV with the columns
+``path,cluster,confidence`` (confidence = the largest predicted cluster probability).
+
+The top-level ``skcce`` command wires this in with :func:`add_cluster_parser`; the same command
+runs on its own through :func:`cluster_main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import tempfile
+
+__all__ = ["IMAGE_EXTENSIONS", "add_cluster_parser", "cluster_main", "find_images", "run_cluster"]
+
+#: File extensions (lower case) treated as images when scanning a folder.
+IMAGE_EXTENSIONS = frozenset(
+    {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm"}
+)
+
+_DESCRIPTION = (
+    "Cluster a folder of images (searched recursively) with a frozen timm backbone and "
+    "collision cross-entropy clustering; write path,cluster,confidence rows to a CSV file."
+)
+
+
+class _CommandError(Exception):
+    """An error reported to the user as one line, without a traceback."""
+
+
+def find_images(root):
+    """List the image files under ``root``, recursively, in sorted order.
+
+    Hidden files and folders (names starting with ``"."``, e.g. macOS ``._*`` resource forks)
+    are skipped; symbolic links to folders are not followed.
+
+    Parameters
+    ----------
+    root : str or path-like
+        The folder to search.
+
+    Returns
+    -------
+    paths : list of str
+        ``os.path.join(root, ...)`` for every file whose extension (any case) is in
+        :data:`IMAGE_EXTENSIONS`.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from skcce._cli_cluster import find_images
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / "b").mkdir()
+    >>> for name in ["a.PNG", "b/c.jpg", "notes.txt", ".hidden.png"]:
+    ...     _ = (root / name).write_bytes(b"")
+    >>> [pathlib.Path(p).relative_to(root).as_posix() for p in find_images(root)]
+    ['a.PNG', 'b/c.jpg']
+    """
+    root = os.fspath(root)
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
+                found.append(os.path.join(folder, name))
+    return found
+
+
+def add_cluster_parser(subparsers):
+    """Add the ``cluster`` sub-command to an :mod:`argparse` sub-parsers object.
+
+    The sub-parser's defaults hold ``func=run_cluster``, so a top-level CLI runs it with
+    ``args = parser.parse_args(); return args.func(args)``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The object returned by ``ArgumentParser.add_subparsers()``.
+
+    Returns
+    -------
+    parser : argparse.ArgumentParser
+        The ``cluster`` sub-parser.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from skcce._cli_cluster import add_cluster_parser
+    >>> parser = argparse.ArgumentParser(prog="skcce")
+    >>> _ = add_cluster_parser(parser.add_subparsers(dest="command"))
+    >>> args = parser.parse_args(["cluster", "photos", "--n-clusters", "5"])
+    >>> args.n_clusters, args.model, args.out, args.func.__name__
+    (5, 'resnet50', 'labels.csv', 'run_cluster')
+    """
+    parser = subparsers.add_parser(
+        "cluster", help="cluster a folder of images", description=_DESCRIPTION
+    )
+    _add_arguments(parser)
+    parser.set_defaults(func=run_cluster)
+    return parser
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _add_arguments(parser):
+    parser.add_argument("path", help="folder of images, searched recursively")
+    parser.add_argument(
+        "--n-clusters", "-k", type=_positive_int, required=True, help="number of clusters K"
+    )
+    parser.add_argument("--model", default="resnet50", help="timm model name (default: resnet50)")
+    parser.add_argument(
+        "--weights",
+        default=None,
+        metavar="FILE",
+        help="local weights file (.safetensors/.pth) instead of downloading (for offline use)",
+    )
+    parser.add_argument(
+        "--no-pretrained",
+        dest="pretrained",
+        action="store_false",
+        help="use randomly initialised backbone weights (for testing)",
+    )
+    parser.add_argument(
+        "--out",
+        "-o",
+        default="labels.csv",
+        help="output CSV with columns path,cluster,confidence; '-' for stdout "
+        "(default: labels.csv)",
+    )
+    parser.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    parser.add_argument(
+        "--device", default="auto", help="auto (default), cpu, cuda, cuda:1, mps, ..."
+    )
+    parser.add_argument(
+        "--num-workers", type=_non_negative_int, default=0, help="image decoding processes"
+    )
+    parser.add_argument(
+        "--image-size", type=_positive_int, default=None, help="input resolution (model default)"
+    )
+    parser.add_argument(
+        "--lam", type=float, default=None, help="CCEClustering's lam (fairness weight)"
+    )
+    parser.add_argument("--random-state", type=int, default=None, help="seed for reproducibility")
+    parser.add_argument("--verbose", "-v", action="count", default=0, help="show progress")
+    return parser
+
+
+def _build_parser(prog="skcce cluster"):
+    return _add_arguments(argparse.ArgumentParser(prog=prog, description=_DESCRIPTION))
+
+
+def cluster_main(argv=None):
+    """Run ``skcce cluster`` with the given arguments.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        Command-line arguments after ``cluster``; ``None`` reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    status : int
+        0 on success, 1 on an error (reported as one line on stderr), 2 on a usage error.
+
+    Examples
+    --------
+    >>> from skcce._cli_cluster import cluster_main
+    >>> cluster_main(["/no/such/folder", "--n-clusters", "3"])
+    1
+    """
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors and --help
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    return run_cluster(args)
+
+
+def run_cluster(args):
+    """Handler of ``skcce cluster`` for parsed arguments (see :func:`add_cluster_parser`).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments.
+
+    Returns
+    -------
+    status : int
+        0 on success, 1 on an error (one line on stderr, no traceback).
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from skcce._cli_cluster import add_cluster_parser, run_cluster
+    >>> parser = argparse.ArgumentParser(prog="skcce")
+    >>> _ = add_cluster_parser(parser.add_subparsers())
+    >>> run_cluster(parser.parse_args(["cluster", "/no/such/folder", "-k", "2"]))
+    1
+    """
+    try:
+        _run(args)
+    except _CommandError as exc:
+        print(f"skcce cluster: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("skcce cluster: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, RuntimeError, ImportError, MemoryError) as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"skcce cluster: error: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _check_output(out):
+    if out == "-":
+        return
+    folder = os.path.dirname(os.path.abspath(out))
+    if os.path.isdir(out):
+        raise _CommandError(f"--out {out!r} is a folder; give a file name such as labels.csv")
+    if not os.path.isdir(folder):
+        raise _CommandError(f"cannot write {out!r}: folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise _CommandError(f"cannot write {out!r}: folder {folder!r} is not writable")
+
+
+def _run(args):
+    root = args.path
+    if not os.path.exists(root):
+        raise _CommandError(f"path not found: {root!r}")
+    if not os.path.isdir(root):
+        raise _CommandError(f"path is not a folder: {root!r}")
+    _check_output(args.out)  # before the expensive part
+    paths = find_images(root)
+    if not paths:
+        raise _CommandError(
+            f"no images found under {root!r} (looked for {', '.join(sorted(IMAGE_EXTENSIONS))})"
+        )
+    if args.n_clusters > len(paths):
+        raise _CommandError(
+            f"--n-clusters {args.n_clusters} is more than the {len(paths)} images found"
+        )
+
+    from ._clustering import CCEClustering
+    from ._feature_extraction import FeatureExtractor
+
+    extractor = FeatureExtractor(
+        args.model,
+        pretrained=args.pretrained,
+        weights=args.weights,
+        batch_size=args.batch_size,
+        device=args.device,
+        num_workers=args.num_workers,
+        image_size=args.image_size,
+        verbose=args.verbose,
+    )
+    cluster_params = {"n_clusters": args.n_clusters, "random_state": args.random_state}
+    if args.lam is not None:
+        cluster_params["lam"] = args.lam
+    clustering = CCEClustering(**cluster_params)
+    if args.verbose and "verbose" in clustering.get_params():
+        clustering.set_params(verbose=args.verbose)
+
+    # Features are computed once and shared by fit_predict and predict_proba.
+    features = extractor.fit_transform(paths)
+    labels = clustering.fit_predict(features)
+    confidence = clustering.predict_proba(features).max(axis=1)
+    _write_csv(args.out, paths, labels, confidence)
+    if args.out != "-":
+        print(f"skcce cluster: wrote {len(paths)} rows to {args.out}", file=sys.stderr)
+
+
+def _write_rows(handle, paths, labels, confidence):
+    writer = csv.writer(handle, lineterminator="\n")
+    writer.writerow(["path", "cluster", "confidence"])
+    for path, label, conf in zip(paths, labels, confidence, strict=True):
+        writer.writerow([path, int(label), f"{float(conf):.6f}"])
+
+
+def _write_csv(out, paths, labels, confidence):
+    """Write the CSV atomically: a temporary file in the same folder, then ``os.replace``."""
+    if out == "-":
+        _write_rows(sys.stdout, paths, labels, confidence)
+        return
+    folder = os.path.dirname(os.path.abspath(out))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".skcce-", suffix=".csv.tmp")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
+            _write_rows(handle, paths, labels, confidence)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
