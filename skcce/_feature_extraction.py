@@ -117,8 +117,11 @@ def _load_model(model_name, *, pretrained, weights, num_classes=0):
                 pretrained_cfg_overlay=dict(file=path),
             )
         except Exception as exc:
+            problem = (
+                "does not fit" if "loading state_dict" in str(exc) else "could not be loaded into"
+            )
             raise ValueError(
-                f"weights file {path!r} could not be loaded into timm model {model_name!r}: "
+                f"weights file {path!r} {problem} timm model {model_name!r}: "
                 f"{type(exc).__name__}: {_first_lines(str(exc))}"
             ) from exc
         finally:
