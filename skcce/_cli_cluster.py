@@ -34,7 +34,7 @@ class _CommandError(Exception):
 
 
 def find_images(root):
-    """List the image files under ``root``, recursively, in sorted order.
+    """List the image files under ``root``, recursively, sorted by their relative path.
 
     Hidden files and folders (names starting with ``"."``, e.g. macOS ``._*`` resource forks)
     are skipped; symbolic links to folders are not followed.
@@ -68,6 +68,7 @@ def find_images(root):
         for name in sorted(files):
             if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
                 found.append(os.path.join(folder, name))
+    found.sort(key=lambda path: os.path.relpath(path, root).split(os.sep))
     return found
 
 
