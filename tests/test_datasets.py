@@ -5,6 +5,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skcce import datasets as ds
 from skcce.datasets import CIFAR100_COARSE_OF_FINE, get_data_home, load_dataset, read_idx
@@ -97,6 +99,22 @@ def test_read_idx_roundtrip(tmp_path, gz):
     write_idx(tmp_path / "a-idx3-ubyte", arr, gz=gz)
     got = read_idx(tmp_path / ("a-idx3-ubyte" + (".gz" if gz else "")))
     assert got.dtype == np.uint8 and np.array_equal(got, arr)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    shape=st.lists(st.integers(0, 5), min_size=1, max_size=4),
+    code_dtype=st.sampled_from([(0x08, np.uint8), (0x0B, np.int16), (0x0D, np.float32)]),
+    seed=st.integers(0, 2**16),
+)
+def test_read_idx_roundtrip_property(tmp_path_factory, shape, code_dtype, seed):
+    code, dtype = code_dtype
+    arr = (np.random.default_rng(seed).normal(size=shape) * 100).astype(dtype)
+    path = tmp_path_factory.mktemp("idx") / "x-ubyte"
+    write_idx(path, arr, code=code)
+    got = read_idx(path, expected_dtype=dtype)
+    assert got.shape == tuple(shape) and got.dtype == np.dtype(dtype)
+    assert np.array_equal(got, arr)
 
 
 def test_read_idx_other_dtype_big_endian(tmp_path):

@@ -364,3 +364,14 @@ def test_augmentation_errors():
         default_augmentation((10,))
     with pytest.raises(ValueError, match="batch of images"):
         default_augmentation((3, 32, 32))(torch.rand(3, 32, 32))
+
+
+@pytest.mark.parametrize("name,shape", [("linear", (5,)), ("vgg4", (1, 28, 28))])
+def test_models_pickle_roundtrip(name, shape):
+    import pickle
+
+    m = build_model(name, shape, 3, generator=_gen(0)).eval()
+    m2 = pickle.loads(pickle.dumps(m))
+    x = torch.randn(2, *shape)
+    with torch.no_grad():
+        assert torch.equal(m(x), m2(x))
