@@ -1,0 +1,123 @@
+r"""The paper's EM for the pseudo-labels (supplement, Algorithm 1 and section 3).
+
+E-step: :math:`S_{ik} = y_{ik} / \sum_j y_{jk}`. Jensen's inequality bounds
+:math:`-\lambda \sum_k u_k \ln \bar y_k` by a sum of per-row terms, so the M-step solves, for each
+row independently (weights :math:`a_k = u_k S_{ik}`, :math:`A = \sum_k a_k`),
+
+.. math::  \min_{y \in \Delta} \; H(y, \sigma) - \lambda \sum_k a_k \ln y_k .
+
+* collision loss (supplement (d)): :math:`y_k = \lambda a_k / (1 + \lambda A - \sigma_k / x)` with
+  the scalar :math:`x = \sigma^\top y` the root of :math:`\sum_k y_k(x) = 1` in
+  :math:`[l, \sigma_{max}]` (Theorem 1, Lemma 1), found by safeguarded Newton from the left end
+  (the sum is convex and decreasing, so the iterates increase monotonically to the root). Rows
+  with classes of :math:`a_k = 0` use the closed forms of section 3, with the KKT fallback
+  :math:`y_c = 0` when they are not feasible.
+* Shannon loss: :math:`y_k = \lambda a_k / (C_k - \mu)`, :math:`C_k = -\ln \sigma_k`, with the
+  scalar μ found by Newton from the left; a class with :math:`a_k = 0` receives the remaining mass
+  when :math:`C_k` is below the root (the same reasoning as section 3).
+* reverse loss: closed form :math:`y_k = (\sigma_k + \lambda a_k) / (1 + \lambda A)`.
+
+EM is a majorise-minimise scheme, so the objective never increases.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_NEWTON_STEPS = 100
+
+
+def e_step(Y: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
+    """Weights a_ik = u_k * y_ik / sum_j y_jk (shape (N, K)); empty columns give zero weight."""
+    s = Y.sum(dim=0)
+    return Y * torch.where(s > 0, prior / torch.where(s > 0, s, 1), torch.zeros_like(s))
+
+
+def _onehot_argmax(sigma: torch.Tensor) -> torch.Tensor:
+    Y = torch.zeros_like(sigma)
+    Y.scatter_(1, sigma.argmax(dim=1, keepdim=True), 1.0)
+    return Y
+
+
+def _collision_main(sigma, a, lam):
+    """Theorem 1 on the classes with a_k > 0 (others get y_k = 0); rows with A > 0."""
+    pos = a > 0
+    la = lam * a
+    L = 1.0 + la.sum(dim=1, keepdim=True)
+    neg = torch.full_like(sigma, -torch.inf)
+    lo = torch.where(pos, sigma / (L - la), neg).amax(dim=1, keepdim=True)
+    hi = torch.where(pos, sigma, neg).amax(dim=1, keepdim=True)
+    x = lo
+    for _ in range(_NEWTON_STEPS):
+        den = L - sigma / x
+        t = torch.where(pos, la / den, 0)
+        f = t.sum(dim=1, keepdim=True) - 1.0
+        # d/dx of la/(L - s/x) = -la * s / (x^2 den^2) = -(t / den) * s / x^2
+        fp = (t / den * sigma).sum(dim=1, keepdim=True)
+        x_new = (x + f * x * x / fp.clamp_min(torch.finfo(a.dtype).tiny)).clamp(lo, hi)
+        if bool((x_new == x).all()):
+            break
+        x = x_new
+    Y = torch.where(pos, la / (L - sigma / x), 0).clamp_min(0)
+    return Y / Y.sum(dim=1, keepdim=True)
+
+
+def mstep_collision(sigma: torch.Tensor, a: torch.Tensor, lam: float) -> torch.Tensor:
+    """M-step (d) for all rows, every case of the supplement's section 3."""
+    A = a.sum(dim=1)
+    none = A <= 0
+    zero = a <= 0
+    has_zero = zero.any(dim=1) & ~none
+    Y = _collision_main(sigma, a, lam)
+    if bool(has_zero.any()):
+        # section 3: all remaining mass on c = argmax_{k in K_o} sigma_k, if feasible
+        neg = torch.full_like(sigma, -torch.inf)
+        sc, c = torch.where(zero, sigma, neg).max(dim=1, keepdim=True)
+        smax_pos = torch.where(zero, neg, sigma).amax(dim=1, keepdim=True)
+        L = 1.0 + lam * A[:, None]
+        yk = torch.where(zero, 0, lam * a / (L * (1.0 - sigma / sc)))
+        yc = 1.0 - yk.sum(dim=1, keepdim=True)
+        ok = has_zero & (sc > smax_pos).squeeze(1) & (yc > 0).squeeze(1)
+        Yo = yk.scatter(1, c, yc.clamp_min(0))
+        Y = torch.where(ok[:, None], Yo, Y)
+    if bool(none.any()):
+        Y = torch.where(none[:, None], _onehot_argmax(sigma), Y)
+    return Y
+
+
+def mstep_shannon(sigma: torch.Tensor, a: torch.Tensor, lam: float) -> torch.Tensor:
+    """M-step for the Shannon cross-entropy term (see module docstring)."""
+    tiny = torch.finfo(a.dtype).tiny
+    C = -torch.log(sigma)
+    pos = a > 0
+    la = lam * a
+    inf = torch.full_like(sigma, torch.inf)
+    m = torch.where(pos, C, inf).amin(dim=1, keepdim=True)
+    mu = m - la.sum(dim=1, keepdim=True)
+    for _ in range(_NEWTON_STEPS):
+        den = torch.where(pos, C - mu, 1)
+        t = torch.where(pos, la / den, 0)
+        g = t.sum(dim=1, keepdim=True) - 1.0
+        gp = (t / den).sum(dim=1, keepdim=True)
+        mu_new = torch.minimum(mu - g / gp.clamp_min(tiny), m)
+        if bool((mu_new == mu).all()):
+            break
+        mu = mu_new
+    cc, c = torch.where(pos, inf, C).min(dim=1, keepdim=True)
+    spill = cc < mu  # a class of zero weight is cheaper than the root: it takes the rest
+    mu = torch.where(spill, cc, mu)
+    Y = torch.where(pos, la / torch.where(pos, C - mu, 1), 0)
+    rest = (1.0 - Y.sum(dim=1, keepdim=True)).clamp_min(0)
+    Y = torch.where(spill, Y.scatter_add(1, c, rest), Y)
+    none = ~pos.any(dim=1, keepdim=True)
+    Y = torch.where(none, _onehot_argmax(sigma), Y)
+    return Y / Y.sum(dim=1, keepdim=True)
+
+
+def mstep_reverse(sigma: torch.Tensor, a: torch.Tensor, lam: float) -> torch.Tensor:
+    """Closed-form M-step for the reverse cross-entropy term H(sigma, y)."""
+    num = sigma + lam * a
+    return num / num.sum(dim=1, keepdim=True)
+
+
+MSTEPS = {"collision": mstep_collision, "shannon": mstep_shannon, "reverse": mstep_reverse}

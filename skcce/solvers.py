@@ -1,0 +1,288 @@
+r"""Exact solvers for the soft pseudo-labels of a batch (the y-step of self-labeling).
+
+Given predictions ``probs`` :math:`\sigma` (N, K), :func:`solve_pseudo_labels` minimises
+
+.. math::  F(Y) = \sum_i H(y_i, \sigma_i) + \lambda\, KL(\cdot), \qquad y_i \in \Delta_K,
+
+(see :mod:`skcce.losses` for the convention) over row-stochastic ``Y``. Methods:
+
+``"newton"`` (default for the collision and reverse losses)
+    Semismooth Newton on the K-dimensional concave dual (:mod:`skcce._newton`); the labels are
+    the exact row best responses to the dual variables.
+``"em"``
+    The paper's Algorithm 1 inner loop: E-step :math:`S_{ik} = y_{ik}/\sum_j y_{jk}` and the exact
+    M-step of Theorem 1 / section 3 (safeguarded Newton on the scalar ``x``), warm-started from
+    ``init``. Defined for the reverse fairness (loss (b)) and every loss; it is the default for
+    the Shannon loss with reverse fairness.
+``"pgd"``
+    Projected gradient descent with a monotone backtracking step (the generic baseline);
+    default for the Shannon loss with forward fairness.
+
+**Stopping rule (certified).** Every method stops when the duality gap
+``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``, where ``q(w)`` is the Lagrangian dual of
+:mod:`skcce._duality` evaluated at a multiplier derived from the current iterate. Since
+``q(w) <= F* <= F(Y)``, ``converged=True`` certifies that ``Y`` is within the relative tolerance of
+the optimum; it is never set on an objective-decrease heuristic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from skcce._duality import Problem
+from skcce._em import MSTEPS, e_step
+from skcce._newton import newton
+from skcce._pgd import pgd_step
+from skcce.losses import FAIRNESS, LOSSES
+
+__all__ = ["PseudoLabelResult", "solve_pseudo_labels"]
+
+METHODS = ("auto", "newton", "em", "pgd")
+_DEFAULT_MAX_ITER = {"newton": 100, "em": 5000, "pgd": 20000}
+
+
+@dataclass
+class PseudoLabelResult:
+    """Result of :func:`solve_pseudo_labels`.
+
+    Attributes
+    ----------
+    labels : torch.Tensor of shape (N, K)
+        Pseudo-labels ``Y``, rows on the simplex, dtype and device of ``probs``.
+    objective : float
+        ``F(labels)``.
+    gap : float
+        Certified upper bound on ``F(labels) - F*`` (absolute).
+    n_iter : int
+        Iterations of the chosen method.
+    converged : bool
+        True only when ``gap <= tol * max(|objective|, 1)``.
+    method : str
+        The method that ran.
+    """
+
+    labels: torch.Tensor
+    objective: float
+    gap: float
+    n_iter: int
+    converged: bool
+    method: str
+
+
+def _as_tensor(x, name, dtype=None, device=None):
+    if isinstance(x, torch.Tensor):
+        t = x
+    else:
+        arr = np.asarray(x)
+        if arr.dtype.kind not in "fiub":
+            raise ValueError(f"{name} must be numeric; got an array of dtype {arr.dtype}")
+        t = torch.from_numpy(np.ascontiguousarray(arr))
+    if dtype is None:
+        dtype = t.dtype if t.dtype in (torch.float32, torch.float64) else torch.float64
+    return t.to(dtype=dtype, device=device)
+
+
+def _check_rows_on_simplex(t, name):
+    tol = 1e-4 if t.dtype == torch.float32 else 1e-8
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if bool((t < 0).any()):
+        raise ValueError(f"{name} contains negative values; rows must be probability vectors")
+    err = (t.sum(dim=1) - 1).abs().max()
+    if float(err) > tol * max(1, t.shape[1]):
+        raise ValueError(
+            f"rows of {name} must sum to 1 (largest deviation {float(err):.3g}); pass "
+            "probabilities (e.g. softmax of the logits), not logits"
+        )
+
+
+def _validate(probs, lam, fairness, prior, loss, method, init):
+    if fairness not in FAIRNESS:
+        raise ValueError(f"fairness must be one of {FAIRNESS}; got {fairness!r}")
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    probs = _as_tensor(probs, "probs")
+    if probs.ndim != 2:
+        raise ValueError(f"probs must have shape (N, K); got shape {tuple(probs.shape)}")
+    if probs.shape[0] == 0 or probs.shape[1] == 0:
+        raise ValueError(f"probs is empty (shape {tuple(probs.shape)})")
+    _check_rows_on_simplex(probs, "probs")
+    try:
+        lam = float(lam)
+    except (TypeError, ValueError):
+        raise ValueError(f"lam must be a non-negative number; got {lam!r}") from None
+    if not np.isfinite(lam) or lam < 0:
+        raise ValueError(f"lam must be a finite non-negative number; got {lam!r}")
+    k = probs.shape[1]
+    if prior is None:
+        prior = torch.full((k,), 1.0 / k, dtype=probs.dtype, device=probs.device)
+    else:
+        prior = _as_tensor(prior, "prior", probs.dtype, probs.device)
+        if prior.shape != (k,):
+            raise ValueError(f"prior must have shape ({k},); got {tuple(prior.shape)}")
+        _check_rows_on_simplex(prior[None, :], "prior")
+    if init is not None:
+        init = _as_tensor(init, "init", probs.dtype, probs.device)
+        if init.shape != probs.shape:
+            raise ValueError(
+                f"init must have the shape of probs {tuple(probs.shape)}; got {tuple(init.shape)}"
+            )
+        _check_rows_on_simplex(init, "init")
+    if method == "auto":
+        if loss == "shannon":
+            method = "em" if fairness == "reverse" else "pgd"
+        else:
+            method = "newton"
+    if method == "em" and fairness != "reverse":
+        raise ValueError(
+            "method='em' is the paper's EM for the reverse fairness KL(u||ybar) (loss (b)); "
+            "use method='newton' or 'pgd' for fairness='forward'"
+        )
+    if method == "newton" and loss == "shannon":
+        raise ValueError(
+            "method='newton' needs a strictly convex row term; use 'em' or 'pgd' with "
+            "loss='shannon'"
+        )
+    return probs, lam, prior, init, method
+
+
+def _trivial(problem):
+    """Closed forms: K = 1, or lam = 0 (rows independent)."""
+    sigma = problem.probs
+    if problem.k == 1:
+        return torch.ones_like(sigma)
+    if problem.loss == "reverse":
+        return sigma.clone()
+    Y = torch.zeros_like(sigma)
+    return Y.scatter_(1, sigma.argmax(dim=1, keepdim=True), 1.0)
+
+
+def _start(problem, init):
+    Y = problem.probs if init is None else init
+    if problem.fairness == "forward":
+        inactive = ~problem.active
+        if bool(inactive.any()):
+            Y = torch.where(inactive, 0, Y)
+            bad = Y.sum(dim=1, keepdim=True) <= 0
+            Y = torch.where(bad, problem.prior.expand_as(Y), Y)
+            Y = Y / Y.sum(dim=1, keepdim=True)
+    else:
+        s = Y.sum(dim=0)
+        if bool(((s <= 0) & problem.active).any()):
+            # an empty cluster makes KL(u||ybar) infinite: mix in a little of the prior
+            Y = 0.999 * Y + 0.001 * problem.prior
+    return Y
+
+
+def _iterate(problem, Y, method, tol, max_iter):
+    value = problem.objective(Y)
+    eta = 1.0 / max(problem.n, 1)
+    n_iter = 0
+    gap = torch.tensor(torch.inf)
+    while True:
+        _, gap = problem.gap(Y, problem.multiplier_from(Y))
+        if bool(torch.isfinite(value)) and bool(gap <= tol * problem.scale(value)):
+            return Y, value, gap, n_iter, True
+        if n_iter >= max_iter:
+            return Y, value, gap, n_iter, False
+        n_iter += 1
+        if method == "em":
+            Y = MSTEPS[problem.loss](problem.probs, e_step(Y, problem.prior), problem.lam)
+            value = problem.objective(Y)
+        else:
+            Y, value, eta, moved = pgd_step(problem, Y, value, eta)
+            if not moved:
+                _, gap = problem.gap(Y, problem.multiplier_from(Y))
+                ok = bool(torch.isfinite(value)) and bool(gap <= tol * problem.scale(value))
+                return Y, value, gap, n_iter, ok
+
+
+def solve_pseudo_labels(
+    probs,
+    *,
+    lam: float,
+    fairness: str = "reverse",
+    prior=None,
+    loss: str = "collision",
+    method: str = "auto",
+    init=None,
+    tol: float | None = None,
+    max_iter: int | None = None,
+) -> PseudoLabelResult:
+    r"""Solve :math:`\min_Y \sum_i H(y_i, \sigma_i) + \lambda KL(\cdot)` over row-stochastic Y.
+
+    Parameters
+    ----------
+    probs : torch.Tensor or array-like of shape (N, K)
+        Predictions :math:`\sigma`; rows must be probability vectors (exact zeros allowed).
+        float32 and float64 tensors keep their dtype and device (CPU or CUDA); other inputs
+        become float64.
+    lam : float
+        Fairness weight λ >= 0 (summed-rows convention of :mod:`skcce.losses`).
+    fairness : {"reverse", "forward"}, default="reverse"
+        :math:`KL(u\|\bar y)` (loss (b), strong fairness) or :math:`KL(\bar y\|u)` (loss (a)).
+    prior : array-like of shape (K,), optional
+        Class prior ``u`` (a distribution; zeros allowed); uniform when None.
+    loss : {"collision", "shannon", "reverse"}, default="collision"
+        Cross-entropy term :math:`H_2(y,\sigma)`, :math:`H(y,\sigma)` or :math:`H(\sigma,y)`.
+    method : {"auto", "newton", "em", "pgd"}, default="auto"
+        See the module docstring. "auto" is "newton" for the collision and reverse losses,
+        "em" (reverse fairness) or "pgd" (forward fairness) for the Shannon loss.
+    init : array-like of shape (N, K), optional
+        Warm start for "em" and "pgd" (rows on the simplex), and the starting dual variables of
+        "newton" (through its column sums). Default: ``probs``.
+    tol : float, optional
+        Relative certified gap at which to stop. Default 1e-7 for float64, 1e-5 for float32.
+    max_iter : int, optional
+        Iteration cap (default 100 for newton, 5000 for em, 20000 for pgd).
+
+    Returns
+    -------
+    PseudoLabelResult
+        ``labels``, ``objective``, ``gap``, ``n_iter``, ``converged``, ``method``.
+
+    Raises
+    ------
+    ValueError
+        Non-finite or non-stochastic ``probs``/``init``, negative ``lam``, wrong shapes, a
+        prior that is not a distribution, or an unsupported method/loss combination.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skcce.solvers import solve_pseudo_labels
+    >>> probs = torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.6, 0.4], [0.3, 0.7]], dtype=torch.float64)
+    >>> res = solve_pseudo_labels(probs, lam=100.0)
+    >>> res.converged, res.labels.shape
+    (True, torch.Size([4, 2]))
+    >>> bool(torch.allclose(res.labels.sum(dim=1), torch.ones(4, dtype=torch.float64)))
+    True
+    """
+    probs, lam, prior, init, method = _validate(probs, lam, fairness, prior, loss, method, init)
+    problem = Problem(probs, lam, fairness, prior, loss)
+    if tol is None:
+        tol = 1e-5 if probs.dtype == torch.float32 else 1e-7
+    if max_iter is None:
+        max_iter = _DEFAULT_MAX_ITER[method]
+    if problem.k == 1 or lam == 0:
+        Y = _trivial(problem)
+        value = problem.objective(Y)
+        return PseudoLabelResult(Y, float(value), 0.0, 0, True, method)
+    Y0 = _start(problem, init)
+    if method == "newton":
+        Y, _, value, gap, n_iter, ok = newton(
+            problem, problem.initial_w(Y0), tol=tol, max_iter=max_iter
+        )
+        if not bool(torch.isfinite(value)):
+            # the dual stalled before every cluster was used: polish with EM/PGD from Y0
+            sub = "em" if fairness == "reverse" else "pgd"
+            Y, value, gap, n_more, ok = _iterate(problem, Y0, sub, tol, _DEFAULT_MAX_ITER[sub])
+            n_iter += n_more
+    else:
+        Y, value, gap, n_iter, ok = _iterate(problem, Y0, method, tol, max_iter)
+    return PseudoLabelResult(Y, float(value), float(gap), n_iter, bool(ok), method)
