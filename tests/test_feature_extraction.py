@@ -136,6 +136,31 @@ def test_array_preprocessing_matches_timm_transform(model_name, image_size):
     np.testing.assert_allclose(features, direct, rtol=0, atol=1e-2 * np.abs(direct).max())
 
 
+@pytest.mark.parametrize("crop_mode", ["center", "squash", "border"])
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("height, width", [(37, 50), (50, 20), (24, 32)])
+def test_crop_modes_match_timm_transform(crop_mode, interpolation, height, width):
+    """Non-square targets, padding (border mode) and both resamplers follow timm."""
+    from timm.data import create_transform
+
+    config = dict(
+        input_size=(3, 24, 32),
+        interpolation=interpolation,
+        mean=(0.485, 0.456, 0.406),
+        std=(0.229, 0.224, 0.225),
+        crop_pct=0.9,
+        crop_mode=crop_mode,
+    )
+    X = _images(n=3, h=height, w=width, seed=2)
+    transform = create_transform(**config)
+    expected = torch.stack([transform(Image.fromarray(x)) for x in X])
+    got = _preprocess_array_batch(X, config, "cpu")
+    assert got.shape == expected.shape == (3, 3, 24, 32)
+    # one grey level is 1 / 255 / 0.229 = 0.017 here; allow two
+    assert (got - expected).abs().max().item() < 0.04
+    assert (got - expected).abs().mean().item() < 2e-3
+
+
 def test_batch_size_and_workers_do_not_change_features(fitted, images, png_files):
     expected = fitted.transform(images)
     small = clone(fitted).set_params(batch_size=4).fit(images)
