@@ -158,7 +158,7 @@ def test_crop_modes_match_timm_transform(crop_mode, interpolation, height, width
     assert got.shape == expected.shape == (3, 3, 24, 32)
     # one grey level is 1 / 255 / 0.229 = 0.017 here; allow two
     assert (got - expected).abs().max().item() < 0.04
-    assert (got - expected).abs().mean().item() < 2e-3
+    assert (got - expected).abs().mean().item() < 5e-3  # < 0.3 grey levels on average
 
 
 def test_batch_size_and_workers_do_not_change_features(fitted, images, png_files):
