@@ -15,6 +15,7 @@ import csv
 import os
 import sys
 import tempfile
+import warnings
 
 __all__ = ["IMAGE_EXTENSIONS", "add_cluster_parser", "cluster_main", "find_images", "run_cluster"]
 
@@ -211,7 +212,8 @@ def run_cluster(args):
     Returns
     -------
     status : int
-        0 on success, 1 on an error (one line on stderr, no traceback).
+        0 on success, 1 on an error (one line on stderr, no traceback). Warnings (e.g. empty
+        clusters) are printed as one line each on stderr.
 
     Examples
     --------
@@ -223,7 +225,13 @@ def run_cluster(args):
     1
     """
     try:
-        _run(args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            try:
+                _run(args)
+            finally:
+                for message in dict.fromkeys(str(w.message) for w in caught):
+                    print(f"skcce cluster: warning: {_one_line(message)}", file=sys.stderr)
     except _CommandError as exc:
         print(f"skcce cluster: error: {exc}", file=sys.stderr)
         return 1
@@ -231,10 +239,13 @@ def run_cluster(args):
         print("skcce cluster: interrupted", file=sys.stderr)
         return 130
     except (ValueError, OSError, RuntimeError, ImportError, MemoryError) as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"skcce cluster: error: {message}", file=sys.stderr)
+        print(f"skcce cluster: error: {_one_line(str(exc)) or type(exc).__name__}", file=sys.stderr)
         return 1
     return 0
+
+
+def _one_line(text):
+    return " ".join(text.split())
 
 
 def _check_output(out):
@@ -279,12 +290,15 @@ def _run(args):
         image_size=args.image_size,
         verbose=args.verbose,
     )
-    cluster_params = {"n_clusters": args.n_clusters, "random_state": args.random_state}
+    cluster_params = dict(
+        n_clusters=args.n_clusters,
+        device=args.device,
+        random_state=args.random_state,
+        verbose=args.verbose,
+    )
     if args.lam is not None:
         cluster_params["lam"] = args.lam
     clustering = CCEClustering(**cluster_params)
-    if args.verbose and "verbose" in clustering.get_params():
-        clustering.set_params(verbose=args.verbose)
 
     # Features are computed once and shared by fit_predict and predict_proba.
     features = extractor.fit_transform(paths)

@@ -77,7 +77,7 @@ def test_cluster_folder_writes_csv(photo_dir, tmp_path, capsys):
 def test_cluster_to_stdout(photo_dir, capsys):
     _cce_clustering()
     root, expected = photo_dir
-    assert cluster_main([str(root), *_cluster_options(3), "--out", "-"]) == 0
+    assert cluster_main([str(root), *_cluster_options(3), "--lam", "10", "--out", "-"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "path,cluster,confidence"
     assert len(lines) == 1 + len(expected)
