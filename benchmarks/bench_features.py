@@ -8,7 +8,8 @@
    of 1 000 and of 10 000 small PNG files (written to a temporary folder): the growth while
    transforming is bounded by the batch, not by the number of files.
 
-Run ``python benchmarks/bench_features.py`` (a few minutes on two CPU cores). It prints a
+Run ``python benchmarks/bench_features.py --threads 1`` (about two minutes on two shared CPU
+cores; ``--threads 1`` keeps a contended OpenMP pool from stalling). It prints a
 markdown table and rewrites its own section of ``docs/benchmarks.md``, between the markers
 ``<!-- bench_features:start -->`` and ``<!-- bench_features:end -->``; other sections are kept.
 No weights are downloaded (``pretrained=False``).
@@ -88,6 +89,8 @@ def throughput(model_name, n_images, batch_size, image_size, device, repeats):
 # ---------------------------------------------------------------------------------------------
 _CHILD = r"""
 import json, os, sys, threading, time
+import torch
+torch.set_num_threads({threads})
 sys.path.insert(0, {root!r})
 from skcce._feature_extraction import FeatureExtractor
 from skcce._cli_cluster import find_images
@@ -138,7 +141,7 @@ def write_pngs(folder, n_files, size, seed=0):
 def peak_memory(folder, n_files, model, size, batch_size, workers):
     code = _CHILD.format(
         root=str(ROOT), folder=str(folder), n_files=n_files, model=model, size=size,
-        bs=batch_size, workers=workers,
+        bs=batch_size, workers=workers, threads=torch.get_num_threads(),
     )  # fmt: skip
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
@@ -194,7 +197,17 @@ def main(argv=None):
     parser.add_argument("--memory-image-size", type=int, default=16, help="model input, px")
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's choice); 1 gives stable figures on a busy "
+        "shared machine, where a contended OpenMP pool can stall",
+    )
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     rows = []
@@ -227,7 +240,7 @@ def main(argv=None):
     lines = [
         "## FeatureExtractor (`benchmarks/bench_features.py`)",
         "",
-        f"Measured {date} by `python benchmarks/bench_features.py`.",
+        f"Measured {date} by `{' '.join(['python', 'benchmarks/bench_features.py', *argv])}`.",
         "",
         *machine_description(devices),
         "",
