@@ -93,13 +93,23 @@ def mstep_shannon(sigma: torch.Tensor, a: torch.Tensor, lam: float) -> torch.Ten
     la = lam * a
     inf = torch.full_like(sigma, torch.inf)
     m = torch.where(pos, C, inf).amin(dim=1, keepdim=True)
-    mu = m - la.sum(dim=1, keepdim=True)
+    # g(mu) = sum_k la_k / (C_k - mu) - 1 is convex and increasing on (-inf, m), with
+    # g(m - sum la) <= 0 and a pole at m. A Newton step from the left can overshoot the root
+    # (even past the pole), so keep a bracket [lo, hi] and bisect when a step leaves it.
+    lo = m - la.sum(dim=1, keepdim=True)
+    hi = m
+    mu = lo
     for _ in range(_NEWTON_STEPS):
         den = torch.where(pos, C - mu, 1)
         t = torch.where(pos, la / den, 0)
         g = t.sum(dim=1, keepdim=True) - 1.0
+        lo = torch.where(g <= 0, mu, lo)
+        hi = torch.where(g >= 0, mu, hi)
         gp = (t / den).sum(dim=1, keepdim=True)
-        mu_new = torch.minimum(mu - g / gp.clamp_min(tiny), m)
+        mu_new = mu - g / gp.clamp_min(tiny)
+        outside = ~((mu_new > lo) & (mu_new < hi))
+        mu_new = torch.where(outside, 0.5 * (lo + hi), mu_new)
+        mu_new = torch.where(g == 0, mu, mu_new)
         if bool((mu_new == mu).all()):
             break
         mu = mu_new

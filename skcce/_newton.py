@@ -52,6 +52,7 @@ def newton(problem, w, *, tol, max_iter):
     gap = value - q
     n_iter = 0
     eye = torch.eye(problem.k, dtype=w.dtype, device=w.device)
+    radius = 1.0 + float(w.abs().max())
     while True:
         if bool(torch.isfinite(value)) and bool(gap <= tol * problem.scale(value)):
             return Y, w, value, gap, n_iter, True
@@ -64,6 +65,11 @@ def newton(problem, w, *, tol, max_iter):
         H = torch.where(fixed[:, None] | fixed[None, :], eye, H)
         H = H + eye * (1e-12 * H.diagonal().abs().max().clamp_min(1e-300))
         step = torch.linalg.solve(H, g)
+        # trust region on the step (max-norm): when few rows sit on edges the Hessian is
+        # nearly singular (large lambda: an LP-like dual) and the raw Newton step is huge.
+        size = float(step.abs().max())
+        if size > radius:
+            step = step * (radius / size)
         slope = (g * step).sum()
         t = 1.0
         if problem.fairness == "reverse":
@@ -80,6 +86,9 @@ def newton(problem, w, *, tol, max_iter):
             t *= 0.5
         if not accepted:  # no ascent possible at working precision
             return Y, w, value, gap, n_iter, False
+        taken = t * float(step.abs().max())
+        radius = 4.0 * radius if t == 1.0 and taken >= radius * (1 - 1e-12) else max(taken, 1e-300)
+        radius = max(radius, 2.0 * taken)
         w, Y, q = wn, Yn, qn
         value = problem.objective(Y)
         gap = value - q

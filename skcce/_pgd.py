@@ -48,10 +48,13 @@ def pgd_step(problem, Y, value, eta, max_backtrack=60):
     """One monotone projected-gradient step. Returns (Y, value, eta, moved)."""
     G = gradient(problem, Y)
     for _ in range(max_backtrack):
-        Yn = project_simplex(Y - eta * G)
+        V = Y - eta * G
         if problem.fairness == "forward" and not bool(problem.active.all()):
-            Yn = torch.where(problem.active, Yn, 0)
-            Yn = Yn / Yn.sum(dim=1, keepdim=True)
+            # project onto the face y_k = 0 (u_k = 0): a value 2 below the row maximum is
+            # below the projection threshold, so those coordinates come out exactly 0
+            low = torch.where(problem.active, V, -torch.inf).amax(dim=1, keepdim=True) - 2.0
+            V = torch.where(problem.active, V, low)
+        Yn = project_simplex(V)
         D = Yn - Y
         vn = problem.objective(Yn)
         bound = value + (G * D).sum() + (D * D).sum() / (2 * eta)

@@ -104,8 +104,13 @@ def collision_cross_entropy(
     """
     _check_pair(logits, target, reduction)
     target = target.detach().to(dtype=logits.dtype)
-    lse = torch.logsumexp(logits, dim=1)
-    values = lse - torch.logsumexp(logits + torch.log(target), dim=1)
+    # ln y shifted by its row maximum m: H2 = lse(z) - lse(z + ln y - m) - m. For a uniform
+    # target the shifted log is exactly 0, both log-sum-exps see the same numbers and the
+    # gradient softmax(z) - softmax(z + ln y - m) is exactly zero (not just up to rounding).
+    log_t = torch.log(target)
+    m = log_t.amax(dim=1)
+    shifted = log_t - m[:, None]
+    values = torch.logsumexp(logits, dim=1) - torch.logsumexp(logits + shifted, dim=1) - m
     return _reduce(values, reduction)
 
 
