@@ -1,5 +1,8 @@
-"""skcce: collision cross-entropy self-labeled clustering for scikit-learn."""
+"""skcce: collision cross-entropy self-labeled clustering for scikit-learn and PyTorch."""
+
+from skcce._clustering import CCEClustering
+from skcce._feature_extraction import FeatureExtractor
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["CCEClustering", "FeatureExtractor", "__version__"]

@@ -1,0 +1,409 @@
+"""Tests of the CCEClustering estimator (scikit-learn surface, training engine, persistence)."""
+
+import io
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from sklearn.base import clone
+from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import adjusted_rand_score, make_scorer
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skcce import CCEClustering
+
+torch.set_num_threads(1)
+
+FAST = dict(max_epochs=3, n_init=1, batch_size=64)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(n_samples=300, centers=3, n_features=5, cluster_std=0.6, random_state=0)
+    return X.astype(np.float32), y
+
+
+@pytest.fixture(scope="module")
+def fitted(blobs):
+    X, _ = blobs
+    return CCEClustering(n_clusters=3, random_state=0, **FAST).fit(X)
+
+
+@parametrize_with_checks(
+    [CCEClustering(n_clusters=3, max_epochs=2, n_init=1, batch_size=32, random_state=0)]
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_clusters_separated_blobs(blobs, fitted):
+    _, y = blobs
+    assert adjusted_rand_score(y, fitted.labels_) > 0.95
+
+
+def test_fitted_attributes(blobs, fitted):
+    X, _ = blobs
+    assert fitted.labels_.shape == (300,)
+    assert fitted.n_features_in_ == 5
+    assert fitted.input_shape_ == (5,)
+    assert fitted.n_iter_ == 3 == len(fitted.history_)
+    assert isinstance(fitted.module_, torch.nn.Module)
+    for epoch in fitted.history_:
+        assert set(epoch) >= {"loss", "fairness", "cluster_sizes", "time", "solver_iter"}
+        assert sum(epoch["cluster_sizes"]) == 300
+        assert np.isfinite(epoch["loss"])
+    np.testing.assert_array_equal(fitted.predict(X), fitted.labels_)
+
+
+def test_predict_proba_rows_sum_to_one(blobs, fitted):
+    X, _ = blobs
+    proba = fitted.predict_proba(X)
+    assert proba.shape == (300, 3)
+    assert proba.dtype == np.float64
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    assert np.all(np.isfinite(proba))
+
+
+def test_public_parameters_untouched_by_fit(blobs):
+    X, _ = blobs
+    est = CCEClustering(n_clusters=3, random_state=0, **FAST)
+    before = est.get_params()
+    est.fit(X)
+    assert est.get_params() == before
+
+
+def test_user_module_not_modified(blobs):
+    X, _ = blobs
+    lin = torch.nn.Linear(5, 3)
+    w0 = lin.weight.detach().clone()
+    est = CCEClustering(n_clusters=3, model=lin, random_state=0, **FAST).fit(X)
+    assert torch.equal(lin.weight, w0)
+    assert est.module_ is not lin
+
+
+def test_factory_model(blobs):
+    X, y = blobs
+    calls = []
+
+    def factory(input_shape, n_clusters):
+        calls.append((input_shape, n_clusters))
+        return torch.nn.Sequential(
+            torch.nn.Linear(input_shape[0], 16), torch.nn.ReLU(), torch.nn.Linear(16, n_clusters)
+        )
+
+    est = CCEClustering(n_clusters=3, model=factory, random_state=0, **FAST).fit(X)
+    assert calls[0] == ((5,), 3)
+    assert est.labels_.shape == y.shape
+
+
+def test_deterministic_same_seed(blobs):
+    X, _ = blobs
+    a = CCEClustering(n_clusters=3, random_state=7, **FAST).fit(X)
+    b = CCEClustering(n_clusters=3, random_state=7, **FAST).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+
+
+def test_no_global_seeding(blobs):
+    X, _ = blobs
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    CCEClustering(n_clusters=3, random_state=0, **FAST).fit(X)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_n_init_keeps_best_score(blobs, monkeypatch):
+    import skcce._clustering as mod
+
+    X, _ = blobs
+    seen = []
+    original = mod.mutual_information
+
+    def record(proba):
+        seen.append(original(proba))
+        return seen[-1]
+
+    monkeypatch.setattr(mod, "mutual_information", record)
+    est = CCEClustering(n_clusters=3, random_state=0, max_epochs=1, n_init=3).fit(X)
+    assert len(seen) == 3
+    assert est.train_score_ == max(seen)
+
+
+@pytest.mark.parametrize("fairness", ["reverse", "forward"])
+@pytest.mark.parametrize("loss", ["collision", "shannon", "reverse"])
+def test_variants_fit(blobs, fairness, loss):
+    X, y = blobs
+    est = CCEClustering(n_clusters=3, fairness=fairness, loss=loss, random_state=0, **FAST)
+    labels = est.fit_predict(X)
+    assert adjusted_rand_score(y, labels) > 0.8
+
+
+def test_adam_and_prior(blobs):
+    X, _ = blobs
+    est = CCEClustering(
+        n_clusters=3,
+        optimizer="adam",
+        learning_rate=1e-2,
+        prior=[0.2, 0.3, 0.5],
+        random_state=0,
+        **FAST,
+    ).fit(X)
+    assert est.labels_.shape == (300,)
+
+
+def test_pipeline_and_gridsearch_label_free(blobs):
+    X, _ = blobs
+    pipe = make_pipeline(StandardScaler(), CCEClustering(n_clusters=3, random_state=0, **FAST))
+    labels = pipe.fit_predict(X)
+    assert labels.shape == (300,)
+    search = GridSearchCV(
+        CCEClustering(n_clusters=3, random_state=0, **FAST), {"lam": [0.0, 100.0]}, cv=2
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        search.fit(X)
+    assert search.best_params_["lam"] in (0.0, 100.0)
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+
+
+def test_gridsearch_with_ari_scorer(blobs):
+    X, y = blobs
+
+    def ari(est, X, y):
+        return adjusted_rand_score(y, est.predict(X))
+
+    search = GridSearchCV(
+        CCEClustering(n_clusters=3, random_state=0, **FAST),
+        {"lam": [10.0, 100.0]},
+        scoring=ari,
+        cv=2,
+    )
+    search.fit(X, y)
+    assert search.best_score_ > 0.8
+    assert callable(make_scorer(adjusted_rand_score))
+
+
+def test_score_collapsed_model_scores_lower(blobs, fitted):
+    X, _ = blobs
+    good = fitted.score(X)
+    collapsed = pickle.loads(pickle.dumps(fitted))
+    with torch.no_grad():
+        collapsed.module_.weight.zero_()
+        collapsed.module_.bias.copy_(torch.tensor([5.0, 0.0, 0.0]))
+    assert np.all(collapsed.predict(X) == 0)
+    assert collapsed.score(X) < 0.1 < good
+    assert good <= np.log(3) + 1e-9
+
+
+def test_empty_cluster_warns(blobs):
+    X, _ = blobs
+    est = CCEClustering(n_clusters=8, lam=0.0, fairness_weight=0.0, random_state=0, **FAST)
+    with pytest.warns(ConvergenceWarning, match="empty"):
+        est.fit(X[:, :2] * 0 + X[:, :1])  # one informative direction: clusters go unused
+
+
+def test_pickle_and_joblib_roundtrip(blobs, fitted, tmp_path):
+    X, _ = blobs
+    restored = pickle.loads(pickle.dumps(fitted))
+    np.testing.assert_array_equal(restored.predict_proba(X), fitted.predict_proba(X))
+    path = tmp_path / "model.joblib"
+    joblib.dump(fitted, path)
+    again = joblib.load(path)
+    np.testing.assert_array_equal(again.predict(X), fitted.predict(X))
+
+
+def test_cuda_pickle_loads_on_cpu(blobs, fitted, monkeypatch):
+    """A model pickled on a CUDA machine unpickles on a CPU-only one (device is remapped)."""
+    X, _ = blobs
+    state = fitted.__getstate__()
+    state["device_"] = "cuda:0"  # as written on a GPU machine
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    restored = CCEClustering.__new__(CCEClustering)
+    restored.__setstate__(state)
+    assert restored.device_ == torch.device("cpu")
+    np.testing.assert_array_equal(restored.predict(X), fitted.predict(X))
+
+
+def test_device_cpu_explicit(blobs):
+    X, _ = blobs
+    est = CCEClustering(n_clusters=3, device="cpu", random_state=0, **FAST).fit(X)
+    assert est.device_ == torch.device("cpu")
+    assert next(est.module_.parameters()).device.type == "cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="machine has CUDA")
+def test_device_cuda_without_cuda(blobs):
+    X, _ = blobs
+    est = CCEClustering(n_clusters=3, device="cuda", **FAST)
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        est.fit(X)
+    assert not hasattr(est, "labels_")
+
+
+def test_bad_device_string(blobs):
+    X, _ = blobs
+    with pytest.raises(ValueError, match="not a valid torch device"):
+        CCEClustering(n_clusters=3, device="gpu0", **FAST).fit(X)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_fit_predict(blobs):
+    X, y = blobs
+    est = CCEClustering(n_clusters=3, device="cuda", random_state=0, **FAST).fit(X)
+    assert est.device_.type == "cuda"
+    assert adjusted_rand_score(y, est.labels_) > 0.9
+    buf = io.BytesIO()
+    pickle.dump(est, buf)
+    assert pickle.loads(buf.getvalue()).predict(X).shape == (300,)
+
+
+def test_verbose_progress(blobs, capsys):
+    X, _ = blobs
+    CCEClustering(n_clusters=3, random_state=0, **FAST).fit(X)
+    quiet = capsys.readouterr()
+    assert quiet.out == "" and quiet.err == ""
+    CCEClustering(n_clusters=3, random_state=0, verbose=1, **FAST).fit(X)
+    loud = capsys.readouterr()
+    assert "fit" in loud.err
+
+
+# ----- bad input -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "X, error, match",
+    [
+        (np.array([[0.0, np.nan]] * 10), ValueError, "NaN"),
+        (np.array([[0.0, np.inf]] * 10), ValueError, "infinity"),
+        (np.zeros(10), ValueError, "2D array"),
+        (np.zeros((10, 2, 2)), ValueError, "dim"),
+        (np.array([["a", "b"]] * 10), ValueError, "string|float"),
+        (sp.csr_matrix(np.eye(10)), TypeError, "[Ss]parse"),
+        (np.zeros((2, 3)), ValueError, "fewer samples than clusters"),
+        (np.zeros((0, 3)), ValueError, "0 sample"),
+    ],
+)
+def test_bad_input_fit(X, error, match):
+    est = CCEClustering(n_clusters=3, **FAST)
+    with pytest.raises(error, match=match):
+        est.fit(X)
+    assert not hasattr(est, "labels_")
+
+
+def test_failed_refit_keeps_previous_state(blobs, fitted):
+    X, _ = blobs
+    est = clone(fitted).fit(X)
+    labels = est.labels_.copy()
+    with pytest.raises(ValueError):
+        est.fit(np.full_like(X, np.nan))
+    np.testing.assert_array_equal(est.labels_, labels)
+
+
+def test_wrong_feature_count_at_predict(blobs, fitted):
+    X, _ = blobs
+    with pytest.raises(ValueError, match="features"):
+        fitted.predict(X[:, :4])
+
+
+def test_predict_before_fit(blobs):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        CCEClustering().predict(blobs[0])
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"n_clusters": 0},
+        {"lam": -1.0},
+        {"fairness": "both"},
+        {"loss": "kl"},
+        {"optimizer": "lbfgs"},
+        {"learning_rate": 0.0},
+        {"batch_size": 0},
+        {"model": "vgg16"},
+        {"n_init": 0},
+    ],
+)
+def test_invalid_parameters(blobs, params):
+    with pytest.raises(InvalidParameterError):
+        CCEClustering(**params).fit(blobs[0])
+
+
+def test_bad_prior(blobs):
+    X, _ = blobs
+    with pytest.raises(ValueError, match="prior must have shape"):
+        CCEClustering(n_clusters=3, prior=[0.5, 0.5], **FAST).fit(X)
+    with pytest.raises(ValueError, match="probability vector"):
+        CCEClustering(n_clusters=3, prior=[0.5, 0.5, 0.5], **FAST).fit(X)
+
+
+# ----- images ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_images():
+    rng = np.random.RandomState(0)
+    base = rng.randint(0, 255, size=(2, 28, 28))
+    X = np.concatenate(
+        [np.clip(b + rng.randint(-20, 20, size=(20, 28, 28)), 0, 255) for b in base]
+    ).astype(np.uint8)
+    return X, np.repeat([0, 1], 20)
+
+
+def test_vgg4_on_grey_images(tiny_images):
+    X, y = tiny_images
+    est = CCEClustering(
+        n_clusters=2,
+        model="vgg4",
+        optimizer="adam",
+        learning_rate=1e-3,
+        max_epochs=2,
+        batch_size=20,
+        n_init=1,
+        random_state=0,
+    ).fit(X)
+    assert est.input_shape_ == (1, 28, 28)
+    assert est.labels_.shape == (40,)
+    assert est.predict_proba(X[:, :, :, None]).shape == (40, 2)  # NHWC grey works too
+    with pytest.raises(ValueError, match="features|shape"):
+        est.predict(X[:, :27, :27])
+
+
+@pytest.mark.parametrize("augment", [None, "default", lambda x: x.flip(-1)])
+def test_augmentation_on_off(tiny_images, augment):
+    X, _ = tiny_images
+    est = CCEClustering(
+        n_clusters=2,
+        model="vgg4",
+        optimizer="adam",
+        learning_rate=1e-3,
+        max_epochs=1,
+        batch_size=20,
+        n_init=1,
+        augment=augment,
+        augment_weight=0.5,
+        random_state=0,
+    )
+    a = est.fit(X).predict_proba(X)
+    b = clone(est).fit(X).predict_proba(X)
+    np.testing.assert_allclose(a, b, atol=1e-6)  # deterministic on CPU, with augmentation too
+
+
+def test_image_models_reject_flat_features(blobs):
+    with pytest.raises(ValueError, match="takes images"):
+        CCEClustering(n_clusters=3, model="vgg4", **FAST).fit(blobs[0])
+
+
+def test_float_channels_last_rejected(tiny_images):
+    X, _ = tiny_images
+    Xf = np.repeat(X[..., None], 3, axis=3).astype(np.float32) / 255
+    with pytest.raises(ValueError, match="channels-first"):
+        CCEClustering(n_clusters=2, model="vgg4", **FAST).fit(Xf[:, :28, :28, :])
