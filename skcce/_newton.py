@@ -87,8 +87,10 @@ def newton(problem, w, *, tol, max_iter):
         if not accepted:  # no ascent possible at working precision
             return Y, w, value, gap, n_iter, False
         taken = t * float(step.abs().max())
-        radius = 4.0 * radius if t == 1.0 and taken >= radius * (1 - 1e-12) else max(taken, 1e-300)
-        radius = max(radius, 2.0 * taken)
+        if t == 1.0:  # full step: grow the region when the step was capped, else keep it
+            radius = 4.0 * radius if taken >= radius * (1 - 1e-12) else radius
+        else:  # backtracked: the model was too optimistic this far out
+            radius = max(2.0 * taken, 1e-300)
         w, Y, q = wn, Yn, qn
         value = problem.objective(Y)
         gap = value - q

@@ -40,7 +40,11 @@ def run_demo(args) -> int:
         print(f"## {name}: {X.shape[0]} samples, {k} clusters, seeds {seeds}\n", flush=True)
         rows = [
             evaluate(
-                "CCEClustering", lambda s: CCEClustering(n_clusters=k, random_state=s), X, y, seeds
+                "CCEClustering",
+                lambda s, k=k: CCEClustering(n_clusters=k, random_state=s),
+                X,
+                y,
+                seeds,
             ),
             evaluate("KMeans(n_init=10)", kmeans_factory(k), X, y, seeds),
         ]
