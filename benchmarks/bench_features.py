@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -36,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from skcce._feature_extraction import FeatureExtractor  # noqa: E402
 
-START = "<!-- bench_features:start -->"
-END = "<!-- bench_features:end -->"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import machine_lines, update_section  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,33 +153,7 @@ def peak_memory(folder, n_files, model, size, batch_size, workers):
 def machine_description(devices):
     import timm
 
-    lines = [
-        f"- platform: {platform.platform()}, Python {platform.python_version()}",
-        f"- CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores, "
-        f"torch threads {torch.get_num_threads()}",
-        f"- torch {torch.__version__}, timm {timm.__version__}",
-        f"- devices: {', '.join(devices)}",
-    ]
-    if torch.cuda.is_available():
-        lines.append(f"- GPU: {torch.cuda.get_device_name(0)}")
-    return lines
-
-
-def update_section(path, body):
-    """Replace (or append) this script's section of ``path``, keeping everything else."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    section = f"{START}\n{body.rstrip()}\n{END}"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        tail = rest.split(END, 1)[1]
-        text = head + section + tail
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    return machine_lines(devices, extra=(f"timm {timm.__version__}",))
 
 
 def main(argv=None):
@@ -280,7 +252,7 @@ def main(argv=None):
     print()
     print(body)
     if not args.no_write:
-        update_section(args.output, body)
+        update_section("bench_features", body, args.output)
         print(f"\nupdated {args.output}")
 
 

@@ -1,0 +1,42 @@
+"""Shared helpers of the benchmark scripts: the machine description and docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import torch
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def machine_lines(devices=("cpu",), extra=()):
+    """Markdown bullet lines describing this machine (platform, CPU, torch, devices, GPU)."""
+    lines = [
+        f"- platform: {platform.platform()}, Python {platform.python_version()}",
+        f"- CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores, "
+        f"torch threads {torch.get_num_threads()}",
+        f"- torch {torch.__version__}" + "".join(f", {e}" for e in extra),
+        f"- devices: {', '.join(devices)}",
+    ]
+    if torch.cuda.is_available():
+        lines.append(f"- GPU: {torch.cuda.get_device_name(0)}")
+    return lines
+
+
+def update_section(name, body, path=DOC):
+    """Replace (or append) the section ``name`` of ``path`` atomically, keeping the rest."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    section = f"{start}\n{body.rstrip()}\n{end}"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
