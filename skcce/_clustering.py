@@ -16,6 +16,17 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from skcce._training import TrainConfig, fit_inputs, predict_proba, train
 
+try:  # scikit-learn >= 1.9: experimental callback API (ProgressBar, ScoringMonitor, ...)
+    from sklearn.callback import CallbackSupportMixin, with_callbacks
+except ImportError:  # older scikit-learn: no callbacks, nothing to support
+
+    class CallbackSupportMixin:  # noqa: D101
+        pass
+
+    def with_callbacks(method):  # noqa: D103
+        return method
+
+
 _MODEL_NAMES = ("linear", "vgg4", "resnet18")
 
 
@@ -94,7 +105,7 @@ def mutual_information(proba: np.ndarray) -> float:
     return float(h_mean - h_rows)
 
 
-class CCEClustering(ClusterMixin, BaseEstimator):
+class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     r"""Self-labeled clustering with the collision cross-entropy (Zhang & Boykov).
 
     Trains a clustering network (a linear head by default) by the self-labeling loop of the
@@ -360,7 +371,24 @@ class CCEClustering(ClusterMixin, BaseEstimator):
         return build_model(model, input_shape, self.n_clusters, generator=generator)
 
     # ----- fit / predict -----------------------------------------------------------------
+    def _callback_hooks(self, n_tasks):
+        """Root context of scikit-learn's callback API (>= 1.9) and per-epoch hooks, or None."""
+        if not hasattr(self, "_init_callback_context"):
+            return None, None
+        ctx = self._init_callback_context(max_subtasks=n_tasks)
+        state = {}
+
+        def on_epoch(event, epoch):
+            if event == "begin":
+                state["sub"] = ctx.subcontext(task_name="epoch")
+                state["sub"].call_on_fit_task_begin(estimator=self)
+            else:
+                state.pop("sub").call_on_fit_task_end(estimator=self)
+
+        return ctx, on_epoch
+
     @_fit_context(prefer_skip_nested_validation=True)
+    @with_callbacks
     def fit(self, X, y=None):
         """Train the clustering network on X.
 
@@ -394,18 +422,23 @@ class CCEClustering(ClusterMixin, BaseEstimator):
         if n_init == "auto":
             n_init = 10 if n < 10_000 else 3
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=n_init)
+        ctx, on_epoch = self._callback_hooks(n_init * cfg.max_epochs)
+        if ctx is not None:
+            ctx.call_on_fit_task_begin(estimator=self, X=X)
         best = None
         for run, seed in enumerate(seeds):
             generator = torch.Generator().manual_seed(int(seed))
             module = self._build(input_shape, generator)
             desc = f"fit {run + 1}/{n_init}" if n_init > 1 else "fit"
-            history = train(module, X, inputs, cfg, generator, desc=desc)
+            history = train(module, X, inputs, cfg, generator, desc=desc, on_epoch=on_epoch)
             proba = predict_proba(module, X, inputs, device)
             score = mutual_information(proba)
             if best is None or score > best[0]:
                 best = (score, module, history, proba)
         score, module, history, proba = best
         labels = proba.argmax(axis=1)
+        if ctx is not None:
+            ctx.call_on_fit_task_end(estimator=self, X=X)
         # fitted attributes, written last: a failure above leaves no half-fitted state
         self.device_ = device
         self._inputs = inputs

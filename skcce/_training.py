@@ -169,8 +169,20 @@ def _progress(total, cfg, desc):
     return tqdm(total=total, desc=desc, leave=False)
 
 
-def train(module, X, inputs: Inputs, cfg: TrainConfig, generator: torch.Generator, desc="fit"):
-    """Run Algorithm 1 for ``cfg.max_epochs`` epochs. Returns (history, n_epochs_run)."""
+def train(
+    module,
+    X,
+    inputs: Inputs,
+    cfg: TrainConfig,
+    generator: torch.Generator,
+    desc="fit",
+    on_epoch=None,
+):
+    """Run Algorithm 1 for ``cfg.max_epochs`` epochs; returns the per-epoch history.
+
+    ``on_epoch(event, epoch)``, if given, is called with ``"begin"`` and ``"end"`` around
+    every epoch (the estimator forwards it to scikit-learn's callback API).
+    """
     device = cfg.device
     module.to(device)
     optimizer = _make_optimizer(module, cfg)
@@ -185,6 +197,8 @@ def train(module, X, inputs: Inputs, cfg: TrainConfig, generator: torch.Generato
     try:
         for epoch in range(cfg.max_epochs):
             t0 = time.perf_counter()
+            if on_epoch is not None:
+                on_epoch("begin", epoch)
             module.train()
             order = torch.randperm(n, generator=generator).numpy()
             tot_loss = tot_fair = 0.0
@@ -234,6 +248,8 @@ def train(module, X, inputs: Inputs, cfg: TrainConfig, generator: torch.Generato
                     "time": time.perf_counter() - t0,
                 }
             )
+            if on_epoch is not None:
+                on_epoch("end", epoch)
             if not np.isfinite(history[-1]["loss"]):
                 raise FloatingPointError(
                     f"the training loss became non-finite in epoch {epoch}; lower "

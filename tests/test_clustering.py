@@ -407,3 +407,30 @@ def test_float_channels_last_rejected(tiny_images):
     Xf = np.repeat(X[..., None], 3, axis=3).astype(np.float32) / 255
     with pytest.raises(ValueError, match="channels-first"):
         CCEClustering(n_clusters=2, model="vgg4", **FAST).fit(Xf[:, :28, :28, :])
+
+
+@pytest.mark.skipif(
+    not hasattr(CCEClustering, "set_callbacks"), reason="scikit-learn < 1.9 has no callbacks"
+)
+def test_sklearn_callbacks_receive_epochs(blobs):
+    X, _ = blobs
+    events = []
+
+    class Recorder:
+        def setup(self, estimator, context):
+            events.append("setup")
+
+        def on_fit_task_begin(self, estimator, context, **kwargs):
+            events.append(("begin", context.task_name))
+
+        def on_fit_task_end(self, estimator, context, **kwargs):
+            events.append(("end", context.task_name))
+
+        def teardown(self, estimator, context):
+            events.append("teardown")
+
+    est = CCEClustering(n_clusters=3, random_state=0, **FAST).set_callbacks(Recorder())
+    est.fit(X)
+    assert events[0] == "setup" and events[-1] == "teardown"
+    assert events.count(("begin", "epoch")) == 3 == events.count(("end", "epoch"))
+    assert ("begin", "fit") in events and ("end", "fit") in events
