@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="compare CCEClustering with KMeans on digits (and Fashion-MNIST if installed)",
     )
-    demo.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
+    demo.add_argument("--seeds", type=int, default=1, help="number of seeds (default 1)")
     demo.add_argument("--digits-only", action="store_true", help="skip Fashion-MNIST")
     demo.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     demo.set_defaults(func=run_demo)
