@@ -183,12 +183,14 @@ def test_default_method_large_lambda_agrees(lam, loss, fair):
     g = torch.Generator().manual_seed(7)
     P = _softmax(2 * torch.randn(20, 4, generator=g, dtype=D))
     ref = cvx_optimum(P.numpy(), lam, fair, None, loss)
-    res = solve_pseudo_labels(P, lam=lam, fairness=fair, loss=loss, tol=1e-8)
+    # tol 1e-7 (the issue asks 1e-6): at lam = 1e6 the certified gap bottoms out near 1e-7
+    # relative in float64 (its terms are of order lam), so 1e-8 is below working precision.
+    res = solve_pseudo_labels(P, lam=lam, fairness=fair, loss=loss, tol=1e-7)
     # At large lam the conic solver itself is only accurate to ~1e-5 (measured): require
     # that skcce is never worse than it, and that skcce's own certificate holds.
     assert (res.objective - ref) / max(abs(ref), 1.0) <= AGREE, (res.objective, ref, res.gap)
     assert res.converged
-    assert res.gap <= 1e-8 * max(abs(res.objective), 1.0)
+    assert res.gap <= 1e-7 * max(abs(res.objective), 1.0)
 
 
 def _check_result(res, probs, tol):
