@@ -162,9 +162,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     em_max_iter : int, default=100
         Iteration cap of the pseudo-label solver per batch.
     augment : None, "default" or callable, default=None
-        Augmentation consistency (supplement Table 4): a callable mapping a normalised batch
-        (B, C, H, W) to an augmented batch; "default" uses
-        :func:`skcce.models.default_augmentation`.
+        Augmentation consistency (supplement Table 4): a callable mapping a float batch
+        (B, C, H, W) in image space (uint8 images scaled to [0, 1], before normalisation) to
+        an augmented batch; "default" uses :func:`skcce.models.default_augmentation`.
     augment_weight : float, default=0.5
         Weight of the extra cross-entropy between the augmented view and the pseudo-label.
     n_init : int or "auto", default="auto"

@@ -64,9 +64,9 @@ class Inputs:
         state["_cache"] = {}  # device tensors are rebuilt on demand (CUDA-free unpickling)
         return state
 
-    def batch(self, X, idx, device, layout=None) -> torch.Tensor:
-        """Rows ``idx`` of ``X`` (in ``layout``, default the fitted one) as a normalised
-        float32 (B, *input_shape) tensor on ``device``."""
+    def raw(self, X, idx, device, layout=None) -> torch.Tensor:
+        """Rows ``idx`` of ``X`` (in ``layout``, default the fitted one) as float32
+        (B, *input_shape) on ``device``, uint8 images scaled to [0, 1], not normalised."""
         layout = layout or self.layout
         xb = torch.from_numpy(np.ascontiguousarray(X[idx])).to(device=device)
         scale = 255.0 if X.dtype == np.uint8 else 1.0
@@ -75,16 +75,22 @@ class Inputs:
             xb = xb.unsqueeze(1)
         elif layout == "nhwc":
             xb = xb.permute(0, 3, 1, 2)
-        key = str(device)
+        return xb / scale if scale != 1 else xb
+
+    def normalize(self, xb: torch.Tensor) -> torch.Tensor:
+        """Apply the fitted centring and scaling to a batch from :meth:`raw`."""
+        key = str(xb.device)
         if key not in self._cache:
             shape = (1, -1) if self.layout == "flat" else (1, -1, 1, 1)
-            mean = torch.as_tensor(self.mean, dtype=torch.float32, device=device).view(shape)
-            std = torch.as_tensor(self.std, dtype=torch.float32, device=device).view(shape)
-            self._cache[key] = (mean, std)
+            mean = torch.as_tensor(self.mean, dtype=torch.float32, device=xb.device)
+            std = torch.as_tensor(self.std, dtype=torch.float32, device=xb.device)
+            self._cache[key] = (mean.view(shape), std.view(shape))
         mean, std = self._cache[key]
-        if scale != 1:
-            xb = xb / scale
         return ((xb - mean) / std).contiguous()
+
+    def batch(self, X, idx, device, layout=None) -> torch.Tensor:
+        """Rows ``idx`` of ``X`` as a normalised float32 (B, *input_shape) tensor on device."""
+        return self.normalize(self.raw(X, idx, device, layout))
 
 
 def fit_inputs(X: np.ndarray, layout: str, chunk: int = 8192) -> Inputs:
@@ -207,7 +213,8 @@ def train(
             unconverged = 0
             for start in range(0, n, cfg.batch_size):
                 idx = np.sort(order[start : start + cfg.batch_size])
-                xb = inputs.batch(X, idx, device)
+                raw = inputs.raw(X, idx, device)
+                xb = inputs.normalize(raw)
                 logits = module(xb).float()
                 probs = torch.softmax(logits.detach(), dim=1).to(torch.float64)
                 probs = probs / probs.sum(dim=1, keepdim=True)
@@ -227,7 +234,9 @@ def train(
                 fair = _kl_term(torch.softmax(logits, dim=1).mean(dim=0), prior_dev, cfg.fairness)
                 total = loss + cfg.fairness_weight * fair
                 if cfg.augment is not None and cfg.augment_weight > 0:
-                    xa = cfg.augment(xb, generator=generator)
+                    # augment before normalising: geometric transforms fill borders with
+                    # 0 = black in [0, 1] image space, not with the mean pixel
+                    xa = inputs.normalize(cfg.augment(raw, generator=generator))
                     total = total + cfg.augment_weight * net_loss(module(xa).float(), Y)
                 optimizer.zero_grad(set_to_none=True)
                 total.backward()
