@@ -175,6 +175,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         ``KMeans(n_init=10)`` on Fashion-MNIST; see docs/benchmarks.md).
     device : str, default="auto"
         "auto" (CUDA when available, else CPU) or any torch device string.
+    amp : bool, default=False
+        Run the network's forward passes under bfloat16 autocast on CUDA (ignored on other
+        devices); the pseudo-labels are always solved in float64.
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffling and restarts through a local ``torch.Generator``
         (no global seeding).
@@ -249,6 +252,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "augment_weight": [Interval(Real, 0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str, torch.device],
+        "amp": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -275,6 +279,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         augment_weight=0.5,
         n_init="auto",
         device="auto",
+        amp=False,
         random_state=None,
         verbose=0,
     ):
@@ -297,6 +302,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.augment_weight = augment_weight
         self.n_init = n_init
         self.device = device
+        self.amp = amp
         self.random_state = random_state
         self.verbose = verbose
 
@@ -361,6 +367,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             augment=self._augment_fn(input_shape),
             augment_weight=float(self.augment_weight),
             device=device,
+            amp=bool(self.amp) and device.type == "cuda",
             verbose=int(self.verbose),
         )
 

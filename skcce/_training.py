@@ -152,6 +152,7 @@ class TrainConfig:
     augment: object
     augment_weight: float
     device: torch.device
+    amp: bool
     verbose: int
 
 
@@ -215,7 +216,8 @@ def train(
                 idx = np.sort(order[start : start + cfg.batch_size])
                 raw = inputs.raw(X, idx, device)
                 xb = inputs.normalize(raw)
-                logits = module(xb).float()
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp):
+                    logits = module(xb).float()
                 probs = torch.softmax(logits.detach(), dim=1).to(torch.float64)
                 probs = probs / probs.sum(dim=1, keepdim=True)
                 res = solve_pseudo_labels(
@@ -237,7 +239,9 @@ def train(
                     # augment before normalising: geometric transforms fill borders with
                     # 0 = black in [0, 1] image space, not with the mean pixel
                     xa = inputs.normalize(cfg.augment(raw, generator=generator))
-                    total = total + cfg.augment_weight * net_loss(module(xa).float(), Y)
+                    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp):
+                        logits_a = module(xa).float()
+                    total = total + cfg.augment_weight * net_loss(logits_a, Y)
                 optimizer.zero_grad(set_to_none=True)
                 total.backward()
                 optimizer.step()

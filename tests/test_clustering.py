@@ -434,3 +434,18 @@ def test_sklearn_callbacks_receive_epochs(blobs):
     assert events[0] == "setup" and events[-1] == "teardown"
     assert events.count(("begin", "epoch")) == 3 == events.count(("end", "epoch"))
     assert ("begin", "fit") in events and ("end", "fit") in events
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_bf16_autocast(blobs):
+    X, y = blobs
+    est = CCEClustering(n_clusters=3, device="cuda", amp=True, random_state=0, **FAST).fit(X)
+    assert adjusted_rand_score(y, est.labels_) > 0.9
+    assert np.all(np.isfinite(est.predict_proba(X)))
+
+
+def test_amp_ignored_on_cpu(blobs):
+    X, _ = blobs
+    a = CCEClustering(n_clusters=3, device="cpu", amp=True, random_state=0, **FAST).fit(X)
+    b = CCEClustering(n_clusters=3, device="cpu", random_state=0, **FAST).fit(X)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
