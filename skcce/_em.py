@@ -59,7 +59,15 @@ def _collision_main(sigma, a, lam):
             break
         x = x_new
     Y = torch.where(pos, la / (L - sigma / x), 0).clamp_min(0)
-    return Y / Y.sum(dim=1, keepdim=True)
+    Y = Y / Y.sum(dim=1, keepdim=True)
+    # lam * a below the working precision of L (e.g. lam -> 0 in float32): the denominator of
+    # the arg-max class rounds to 0. The limit is then all mass on the largest sigma among
+    # the classes of positive weight.
+    bad = ~torch.isfinite(Y).all(dim=1, keepdim=True)
+    if bool(bad.any()):
+        best = torch.where(pos, sigma, torch.full_like(sigma, -torch.inf)).argmax(1, keepdim=True)
+        Y = torch.where(bad, torch.zeros_like(Y).scatter_(1, best, 1.0), Y)
+    return Y
 
 
 def mstep_collision(sigma: torch.Tensor, a: torch.Tensor, lam: float) -> torch.Tensor:

@@ -244,7 +244,8 @@ def solve_pseudo_labels(
     tol : float, optional
         Relative certified gap at which to stop. Default 1e-7 for float64, 1e-5 for float32.
     max_iter : int, optional
-        Iteration cap (default 100 for newton, 5000 for em, 20000 for pgd).
+        Iteration cap (default 100 for newton, 5000 for em, 20000 for pgd). With "newton" it
+        also caps the PGD safeguard that runs if the dual ascent stalls (default 20000).
 
     Returns
     -------
@@ -272,6 +273,8 @@ def solve_pseudo_labels(
     problem = Problem(probs, lam, fairness, prior, loss)
     if tol is None:
         tol = 1e-5 if probs.dtype == torch.float32 else 1e-7
+    # the PGD safeguard of "newton" gets its own default budget unless the caller set one
+    fallback_iter = _DEFAULT_MAX_ITER["pgd"] if max_iter is None else max_iter
     if max_iter is None:
         max_iter = _DEFAULT_MAX_ITER[method]
     if problem.k == 1 or lam == 0:
@@ -290,9 +293,7 @@ def solve_pseudo_labels(
             # (mixing in a little of the prior keeps every active cluster non-empty, where
             # both fairness terms have a finite gradient)
             start = 0.999 * Y + 0.001 * problem.prior if bool(torch.isfinite(value)) else Y0
-            Y2, value2, gap2, n_more, ok2 = _iterate(
-                problem, start, "pgd", tol, _DEFAULT_MAX_ITER["pgd"]
-            )
+            Y2, value2, gap2, n_more, ok2 = _iterate(problem, start, "pgd", tol, fallback_iter)
             n_iter += n_more
             if ok2 or not bool(torch.isfinite(value)) or bool(gap2 < gap):
                 Y, value, gap, ok = Y2, value2, gap2, ok2
