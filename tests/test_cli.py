@@ -1,0 +1,39 @@
+"""Tests of the ``skcce`` command line (``skcce cluster`` is in test_cli_cluster.py)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import sklearn.datasets
+import torch
+
+from skcce.cli import build_parser, main
+
+torch.set_num_threads(1)
+
+
+def test_parser_has_subcommands():
+    parser = build_parser()
+    assert parser.parse_args(["demo", "--digits-only"]).digits_only
+    assert parser.parse_args(["cluster", "photos", "--n-clusters", "3"]).n_clusters == 3
+
+
+def test_python_m_skcce_help():
+    out = subprocess.run(
+        [sys.executable, "-m", "skcce", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "demo" in out.stdout and "cluster" in out.stdout
+
+
+def test_demo_prints_comparison_table(monkeypatch, capsys):
+    X, y = sklearn.datasets.load_digits(return_X_y=True)
+    keep = np.isin(y, [0, 1, 2])
+    monkeypatch.setattr(
+        sklearn.datasets, "load_digits", lambda return_X_y=True: (X[keep][:300], y[keep][:300])
+    )
+    assert main(["demo", "--digits-only", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| CCEClustering |" in out and "| KMeans(n_init=10) |" in out
+    row = next(line for line in out.splitlines() if line.startswith("| CCEClustering |"))
+    accuracy = float(row.split("|")[2].split()[0])
+    assert 0.0 <= accuracy <= 1.0
