@@ -43,7 +43,7 @@ pipe = Pipeline(
                 batch_size=100,
             ),
         ),
-        ("cce", CCEClustering(n_clusters=10, random_state=0)),
+        ("cce", CCEClustering(n_clusters=10, n_init=3, random_state=0)),
     ]
 )
 labels = pipe.fit_predict(images)
