@@ -58,7 +58,6 @@ class Problem:
         self.loss = loss
         self.n, self.k = probs.shape
         self.active = prior > 0
-        self.eps = torch.finfo(probs.dtype).eps
 
     def objective(self, Y: torch.Tensor) -> torch.Tensor:
         """F(Y) as a scalar tensor (may be +inf)."""
@@ -90,7 +89,8 @@ class Problem:
         return self.n / self.lam * s_dual
 
     def initial_w(self, Y0: torch.Tensor) -> torch.Tensor:
-        """Multiplier whose s*(w) equals the column sums of Y0 (a warm start)."""
+        """Multiplier whose s*(w) equals the column sums of Y0: the warm start of "newton" and
+        the multiplier that certifies an EM/PGD iterate."""
         tiny = torch.finfo(Y0.dtype).tiny
         s = Y0.sum(dim=0).clamp_min(max(1e-3, 1e-6 * self.n))
         u = self.prior
@@ -110,10 +110,6 @@ class Problem:
         value = self.objective(Y)
         _, psi = best_response(self, w)
         return value, value - self.dual_value(w, psi)
-
-    def multiplier_from(self, Y: torch.Tensor) -> torch.Tensor:
-        """The multiplier w = -grad Phi(s) at s = column sums of Y (for certifying Y)."""
-        return self.initial_w(Y)
 
 
 # ----- row best responses --------------------------------------------------------------------

@@ -278,12 +278,10 @@ def train(
 def predict_proba(module, X, inputs: Inputs, device, layout=None, batch_size=1024) -> np.ndarray:
     """Softmax of the module's logits over X, batch by batch; float64 rows summing to 1."""
     module.eval()
-    out = np.empty((X.shape[0], 0), dtype=np.float64)
     chunks = []
     for start in range(0, X.shape[0], batch_size):
-        idx = np.arange(start, min(start + batch_size, X.shape[0]))
-        logits = module(inputs.batch(X, idx, device, layout)).to(torch.float64)
+        rows = slice(start, start + batch_size)  # a view of X: no copy beyond the batch
+        logits = module(inputs.batch(X, rows, device, layout)).to(torch.float64)
         chunks.append(torch.softmax(logits, dim=1).cpu().numpy())
-    if chunks:
-        out = np.concatenate(chunks)
+    out = np.concatenate(chunks)
     return out / out.sum(axis=1, keepdims=True)

@@ -190,7 +190,7 @@ def _iterate(problem, Y, method, tol, max_iter):
         # certify on the first iterations and then every _CERTIFY_EVERY-th one
         certify = method != "em" or n_iter < 8 or n_iter % _CERTIFY_EVERY == 0
         if certify or n_iter >= max_iter:
-            _, gap = problem.gap(Y, problem.multiplier_from(Y))
+            _, gap = problem.gap(Y, problem.initial_w(Y))
             if bool(torch.isfinite(value)) and bool(gap <= tol * problem.scale(value)):
                 return Y, value, gap, n_iter, True
         if n_iter >= max_iter:
@@ -202,7 +202,7 @@ def _iterate(problem, Y, method, tol, max_iter):
         else:
             Y, value, eta, moved = pgd_step(problem, Y, value, eta)
             if not moved:
-                _, gap = problem.gap(Y, problem.multiplier_from(Y))
+                _, gap = problem.gap(Y, problem.initial_w(Y))
                 ok = bool(torch.isfinite(value)) and bool(gap <= tol * problem.scale(value))
                 return Y, value, gap, n_iter, ok
 
