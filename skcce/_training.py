@@ -218,8 +218,9 @@ def train(
                 xb = inputs.normalize(raw)
                 with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp):
                     logits = module(xb).float()
-                probs = torch.softmax(logits.detach(), dim=1).to(torch.float64)
-                probs = probs / probs.sum(dim=1, keepdim=True)
+                sigma = torch.softmax(logits, dim=1)
+                probs = sigma.detach().to(torch.float64)
+                probs = probs / probs.sum(dim=1, keepdim=True)  # exact rows in float64
                 res = solve_pseudo_labels(
                     probs,
                     lam=cfg.lam,
@@ -233,7 +234,7 @@ def train(
                 unconverged += not res.converged
                 Y = res.labels.to(device=device, dtype=logits.dtype)
                 loss = net_loss(logits, Y)
-                fair = _kl_term(torch.softmax(logits, dim=1).mean(dim=0), prior_dev, cfg.fairness)
+                fair = _kl_term(sigma.mean(dim=0), prior_dev, cfg.fairness)
                 total = loss + cfg.fairness_weight * fair
                 if cfg.augment is not None and cfg.augment_weight > 0:
                     # augment before normalising: geometric transforms fill borders with
