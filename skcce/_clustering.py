@@ -15,6 +15,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from skcce._training import TrainConfig, fit_inputs, predict_proba, train
+from skcce.solvers import METHODS as SOLVER_METHODS
+from skcce.solvers import resolve_method
 
 try:  # scikit-learn >= 1.9: experimental callback API (ProgressBar, ScoringMonitor, ...)
     from sklearn.callback import CallbackSupportMixin, with_callbacks
@@ -161,6 +163,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Relative certified duality gap at which the pseudo-label solver stops.
     em_max_iter : int, default=100
         Iteration cap of the pseudo-label solver per batch.
+    solver : str, default="auto"
+        ``method`` of :func:`skcce.solvers.solve_pseudo_labels` used for the pseudo-labels
+        ("auto" picks the exact solver suited to ``loss`` and ``fairness``).
     augment : None, "default" or callable, default=None
         Augmentation consistency (supplement Table 4): a callable mapping a float batch
         (B, C, H, W) in image space (uint8 images scaled to [0, 1], before normalisation) to
@@ -249,6 +254,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "em_tol": [Interval(Real, 0, None, closed="neither")],
         "em_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "solver": [StrOptions(set(SOLVER_METHODS))],
         "augment": [None, StrOptions({"default"}), callable],
         "augment_weight": [Interval(Real, 0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
@@ -276,6 +282,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         max_epochs=10,
         em_tol=1e-5,
         em_max_iter=100,
+        solver="auto",
         augment=None,
         augment_weight=0.5,
         n_init="auto",
@@ -299,6 +306,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.max_epochs = max_epochs
         self.em_tol = em_tol
         self.em_max_iter = em_max_iter
+        self.solver = solver
         self.augment = augment
         self.augment_weight = augment_weight
         self.n_init = n_init
@@ -365,6 +373,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             max_epochs=int(self.max_epochs),
             em_tol=float(self.em_tol),
             em_max_iter=int(self.em_max_iter),
+            solver=resolve_method(self.solver, self.loss, self.fairness),
             augment=self._augment_fn(input_shape),
             augment_weight=float(self.augment_weight),
             device=device,

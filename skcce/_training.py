@@ -154,6 +154,7 @@ class TrainConfig:
     device: torch.device
     amp: bool
     verbose: int
+    solver: str = "auto"
 
 
 def _make_optimizer(module, cfg: TrainConfig):
@@ -229,6 +230,7 @@ def train(
                     loss=cfg.loss,
                     tol=cfg.em_tol,
                     max_iter=cfg.em_max_iter,
+                    method=cfg.solver,
                 )
                 solver_iter += res.n_iter
                 unconverged += not res.converged

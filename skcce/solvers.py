@@ -38,7 +38,7 @@ from skcce._newton import newton
 from skcce._pgd import pgd_step
 from skcce.losses import FAIRNESS, LOSSES
 
-__all__ = ["PseudoLabelResult", "solve_pseudo_labels"]
+__all__ = ["PseudoLabelResult", "resolve_method", "solve_pseudo_labels"]
 
 METHODS = ("auto", "newton", "em", "pgd")
 _DEFAULT_MAX_ITER = {"newton": 100, "em": 5000, "pgd": 20000}
@@ -100,13 +100,39 @@ def _check_rows_on_simplex(t, name):
         )
 
 
+def resolve_method(method: str, loss: str, fairness: str) -> str:
+    """The solver that ``method`` names for this loss and fairness ("auto" resolved).
+
+    Raises
+    ------
+    ValueError
+        An unknown method, or one that does not solve this loss/fairness combination.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    if method == "auto":
+        if loss == "shannon":
+            method = "pgd"  # measured: EM needs thousands of iterations where PGD needs tens
+        else:
+            method = "newton"
+    if method == "em" and fairness != "reverse":
+        raise ValueError(
+            "method='em' is the paper's EM for the reverse fairness KL(u||ybar) (loss (b)); "
+            "use method='newton' or 'pgd' for fairness='forward'"
+        )
+    if method == "newton" and loss == "shannon":
+        raise ValueError(
+            "method='newton' needs a strictly convex row term; use 'em' or 'pgd' with "
+            "loss='shannon'"
+        )
+    return method
+
+
 def _validate(probs, lam, fairness, prior, loss, method, init):
     if fairness not in FAIRNESS:
         raise ValueError(f"fairness must be one of {FAIRNESS}; got {fairness!r}")
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
     probs = _as_tensor(probs, "probs")
     if probs.ndim != 2:
         raise ValueError(f"probs must have shape (N, K); got shape {tuple(probs.shape)}")
@@ -134,21 +160,7 @@ def _validate(probs, lam, fairness, prior, loss, method, init):
                 f"init must have the shape of probs {tuple(probs.shape)}; got {tuple(init.shape)}"
             )
         _check_rows_on_simplex(init, "init")
-    if method == "auto":
-        if loss == "shannon":
-            method = "pgd"  # measured: EM needs thousands of iterations where PGD needs tens
-        else:
-            method = "newton"
-    if method == "em" and fairness != "reverse":
-        raise ValueError(
-            "method='em' is the paper's EM for the reverse fairness KL(u||ybar) (loss (b)); "
-            "use method='newton' or 'pgd' for fairness='forward'"
-        )
-    if method == "newton" and loss == "shannon":
-        raise ValueError(
-            "method='newton' needs a strictly convex row term; use 'em' or 'pgd' with "
-            "loss='shannon'"
-        )
+    method = resolve_method(method, loss, fairness)
     return probs, lam, prior, init, method
 
 

@@ -449,3 +449,11 @@ def test_amp_ignored_on_cpu(blobs):
     a = CCEClustering(n_clusters=3, device="cpu", amp=True, random_state=0, **FAST).fit(X)
     b = CCEClustering(n_clusters=3, device="cpu", random_state=0, **FAST).fit(X)
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+
+
+def test_solver_parameter_selects_the_pseudo_label_method():
+    X, _ = make_blobs(n_samples=120, centers=3, n_features=4, random_state=0)
+    est = CCEClustering(n_clusters=3, solver="pgd", max_epochs=2, n_init=1, random_state=0)
+    assert est.fit(X).labels_.shape == (120,)
+    with pytest.raises(ValueError, match="method='em'"):
+        CCEClustering(n_clusters=3, solver="em", fairness="forward").fit(X)
