@@ -1,6 +1,6 @@
 """
 Clustering images with frozen timm features: the design card's Pipeline
-======================================================================
+========================================================================
 
 ``Pipeline([FeatureExtractor(), CCEClustering()])`` turns images into frozen backbone
 features and clusters them with collision cross-entropy self-labeling — the setting of the

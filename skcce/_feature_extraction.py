@@ -601,7 +601,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        features : ndarray of shape (N, n_features_out_), dtype float32
+        features : ndarray of shape ``(N, n_features_out_)``, dtype float32
             One row per image, in input order.
 
         Examples
@@ -697,7 +697,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        feature_names_out : ndarray of str objects, shape (n_features_out_,)
+        feature_names_out : ndarray of str objects, shape ``(n_features_out_,)``
 
         Examples
         --------

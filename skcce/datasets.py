@@ -442,15 +442,15 @@ def load_dataset(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Load one of the paper's datasets as numpy arrays.
 
-    ==================  ================  ===========================  =========================
-    name                images (N, ...)   classes                      files under ``root``
-    ==================  ================  ===========================  =========================
-    ``"mnist"``         (N, 28, 28)       10 digits                    ``MNIST/raw/*-ubyte[.gz]``
-    ``"fashion-mnist"`` (N, 28, 28)       10 garments                  ``FashionMNIST/raw/...``
-    ``"cifar10"``       (N, 32, 32, 3)    10                           ``cifar-10-batches-py/``
-    ``"cifar100-20"``   (N, 32, 32, 3)    20 CIFAR-100 superclasses    ``cifar-100-python/``
-    ``"stl10"``         (N, 96, 96, 3)    10                           ``stl10_binary/``
-    ==================  ================  ===========================  =========================
+    ===================  ===============  =========================  ==========================
+    name                 images (N, ...)  classes                    files under ``root``
+    ===================  ===============  =========================  ==========================
+    ``"mnist"``          (N, 28, 28)      10 digits                  ``MNIST/raw/*-ubyte[.gz]``
+    ``"fashion-mnist"``  (N, 28, 28)      10 garments                ``FashionMNIST/raw/...``
+    ``"cifar10"``        (N, 32, 32, 3)   10                         ``cifar-10-batches-py/``
+    ``"cifar100-20"``    (N, 32, 32, 3)   20 CIFAR-100 superclasses  ``cifar-100-python/``
+    ``"stl10"``          (N, 96, 96, 3)   10                         ``stl10_binary/``
+    ===================  ===============  =========================  ==========================
 
     Sizes (train + test): MNIST and Fashion-MNIST 60 000 + 10 000, CIFAR 50 000 + 10 000,
     STL-10 5 000 + 8 000 labelled images (the unlabelled split is not read).

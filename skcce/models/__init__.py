@@ -1,6 +1,6 @@
 """Networks for CCE clustering: a linear head, VGG-4 (supplement Table 3) and ResNet-18.
 
-All models map a float batch of shape (B, *input_shape) to logits of shape (B, K).
+All models map a float batch of shape ``(B, *input_shape)`` to logits of shape ``(B, K)``.
 Use :func:`build_model` to obtain one by name, or to check a module of your own.
 Torch is the only requirement at import time; timm / torchvision are imported when the
 ResNet-18 or the augmentation is used.

@@ -39,7 +39,7 @@ def kaiming_normal_(
 
     Parameters
     ----------
-    tensor : torch.Tensor of shape (out, in, *kernel)
+    tensor : torch.Tensor of shape ``(out, in, *kernel)``
         The weight to fill (at least two dimensions).
     gain : float, default=sqrt(2)
         Scale factor; ``sqrt(2)`` for ReLU networks.

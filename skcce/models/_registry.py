@@ -54,7 +54,7 @@ def _as_shape(input_shape) -> tuple[int, ...]:
 
 
 def check_model(model: nn.Module, input_shape: tuple[int, ...], n_clusters: int) -> nn.Module:
-    """Check that ``model`` maps a batch of shape (2, *input_shape) to logits (2, n_clusters).
+    """Check that ``model`` maps a ``(2, *input_shape)`` batch to logits ``(2, n_clusters)``.
 
     The dummy forward pass runs in evaluation mode under ``torch.no_grad()`` (so batch-norm
     running statistics are not changed) on the device and floating dtype of the model's
@@ -154,7 +154,7 @@ def build_model(
     Returns
     -------
     model : torch.nn.Module
-        Maps a float tensor of shape (B, *input_shape) to logits of shape (B, n_clusters),
+        Maps a float tensor of shape ``(B, *input_shape)`` to logits of shape (B, n_clusters),
         on the CPU (built-in models) in training mode.
 
     Raises
