@@ -17,6 +17,11 @@ Given predictions ``probs`` :math:`\sigma` (N, K), :func:`solve_pseudo_labels` m
 ``"pgd"``
     Projected gradient descent with a monotone backtracking step (the generic baseline);
     default for the Shannon loss (both fairness terms).
+``"sinkhorn"``
+    The SeLa baseline (Asano et al. 2020, :mod:`skcce._sinkhorn`): labels with column means
+    equal to ``prior`` (a hard constraint instead of the fairness term) by Sinkhorn–Knopp on
+    :math:`\sigma^{\lambda}`. A different problem: ``lam`` is SeLa's sharpness, ``loss`` must be
+    "shannon", ``fairness`` is ignored, and ``gap`` is a marginal violation, not a certificate.
 
 **Stopping rule (certified).** Every method stops when the duality gap
 ``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``, where ``q(w)`` is the Lagrangian dual of
@@ -36,12 +41,13 @@ from skcce._duality import Problem
 from skcce._em import MSTEPS, e_step
 from skcce._newton import newton
 from skcce._pgd import pgd_step
+from skcce._sinkhorn import sinkhorn_labels
 from skcce.losses import FAIRNESS, LOSSES
 
 __all__ = ["PseudoLabelResult", "resolve_method", "solve_pseudo_labels"]
 
-METHODS = ("auto", "newton", "em", "pgd")
-_DEFAULT_MAX_ITER = {"newton": 100, "em": 5000, "pgd": 20000}
+METHODS = ("auto", "newton", "em", "pgd", "sinkhorn")
+_DEFAULT_MAX_ITER = {"newton": 100, "em": 5000, "pgd": 20000, "sinkhorn": 1000}
 _CERTIFY_EVERY = 10
 
 
@@ -56,11 +62,13 @@ class PseudoLabelResult:
     objective : float
         ``F(labels)``.
     gap : float
-        Certified upper bound on ``F(labels) - F*`` (absolute).
+        Certified upper bound on ``F(labels) - F*`` (absolute); for ``method="sinkhorn"``
+        the marginal violation ``||mean(labels) - prior||_1`` instead (no certificate).
     n_iter : int
         Iterations of the chosen method.
     converged : bool
-        True only when ``gap <= tol * max(|objective|, 1)``.
+        True only when ``gap <= tol * max(|objective|, 1)``; for ``method="sinkhorn"``, when
+        the marginal violation is ``<= tol``.
     method : str
         The method that ran.
     """
@@ -119,6 +127,12 @@ def resolve_method(method: str, loss: str, fairness: str) -> str:
         raise ValueError(
             "method='em' is the paper's EM for the reverse fairness KL(u||ybar) (loss (b)); "
             "use method='newton' or 'pgd' for fairness='forward'"
+        )
+    if method == "sinkhorn" and loss != "shannon":
+        raise ValueError(
+            "method='sinkhorn' is the SeLa baseline: Shannon cross-entropy with an "
+            f"equipartition constraint; use loss='shannon' (got loss={loss!r}). It accepts "
+            "either fairness (the constraint replaces the fairness term)"
         )
     if method == "newton" and loss == "shannon":
         raise ValueError(
@@ -247,7 +261,7 @@ def solve_pseudo_labels(
         Class prior ``u`` (a distribution; zeros allowed); uniform when None.
     loss : {"collision", "shannon", "reverse"}, default="collision"
         Cross-entropy term :math:`H_2(y,\sigma)`, :math:`H(y,\sigma)` or :math:`H(\sigma,y)`.
-    method : {"auto", "newton", "em", "pgd"}, default="auto"
+    method : {"auto", "newton", "em", "pgd", "sinkhorn"}, default="auto"
         See the module docstring. "auto" is "newton" for the collision and reverse losses and
         "pgd" for the Shannon loss.
     init : array-like of shape (N, K), optional
@@ -289,6 +303,11 @@ def solve_pseudo_labels(
     fallback_iter = _DEFAULT_MAX_ITER["pgd"] if max_iter is None else max_iter
     if max_iter is None:
         max_iter = _DEFAULT_MAX_ITER[method]
+    if method == "sinkhorn":  # SeLa's problem, not F: see skcce._sinkhorn
+        Y, value, gap, n_iter, ok = sinkhorn_labels(
+            probs, prior, lam=lam, tol=tol, max_iter=max_iter
+        )
+        return PseudoLabelResult(Y, value, gap, n_iter, ok, method)
     if problem.k == 1 or lam == 0:
         Y = _trivial(problem)
         value = problem.objective(Y)
