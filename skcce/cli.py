@@ -1,4 +1,5 @@
-"""The ``skcce`` command: ``skcce demo`` and ``skcce cluster PATH --n-clusters K``."""
+"""The ``skcce`` command: ``skcce demo``, ``skcce cluster PATH --n-clusters K`` and
+``skcce reproduce table1|table2 --dataset D``."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ def run_demo(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The top-level argument parser with its sub-commands."""
     from skcce._cli_cluster import add_cluster_parser
+    from skcce._reproduce import add_reproduce_parser
 
     parser = argparse.ArgumentParser(
         prog="skcce", description="Collision cross-entropy self-labeled clustering."
@@ -69,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     demo.set_defaults(func=run_demo)
     add_cluster_parser(sub)
+    add_reproduce_parser(sub)
     return parser
 
 
