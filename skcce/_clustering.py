@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import warnings
 from numbers import Integral, Real
 
@@ -14,7 +15,17 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from skcce._training import TrainConfig, fit_inputs, predict_proba, train
+from skcce import _checkpoint
+from skcce._distributed import local_device
+from skcce._distributed import resolve as resolve_distributed
+from skcce._training import (
+    FitInterruptedWarning,
+    TrainConfig,
+    TrainingInterrupted,
+    fit_inputs,
+    predict_proba,
+    train,
+)
 from skcce.solvers import METHODS as SOLVER_METHODS
 from skcce.solvers import resolve_method
 
@@ -184,11 +195,29 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     amp : bool, default=False
         Run the network's forward passes under bfloat16 autocast on CUDA (ignored on other
         devices); the pseudo-labels are always solved in float64.
+    distributed : "auto" or bool, default="auto"
+        Data-parallel training over ``torch.distributed`` (launch with ``torchrun``; see
+        docs/distributed.md). "auto": when a process group with more than one rank is
+        initialised, the network is wrapped in ``DistributedDataParallel``, ``batch_size``
+        is the *global* batch, each rank trains on its shard of every global batch and the
+        pseudo-labels are solved exactly for the global batch (equal to those of one
+        process); CUDA devices are taken per ``LOCAL_RANK``. ``False``: every process fits
+        on its own (e.g. independent fits inside a distributed job). ``True``: like "auto",
+        but an error when no process group is initialised. Every rank must call ``fit``
+        with the same data and parameters; every rank ends with the same fitted state.
+    checkpoint : str, path-like or None, default=None
+        File that ``fit`` writes at the end of every epoch (model, optimiser, generator
+        state, epoch, restart, history; atomically: temporary file, fsync, rename; under
+        data parallelism rank 0 writes it). When the file exists, ``fit`` resumes from it
+        and reaches the same model as an uninterrupted run; a checkpoint of a finished fit
+        is loaded without training. A checkpoint written with other settings or other data
+        raises ``skcce._checkpoint.CheckpointMismatchError`` (a ``ValueError``) naming the
+        differences: delete it, or pass another path, to start afresh.
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffling and restarts through a local ``torch.Generator``
-        (no global seeding).
+        (no global seeding). Under data parallelism rank 0's seeds are broadcast.
     verbose : int, default=0
-        Show a tqdm progress bar when > 0.
+        Show a tqdm progress bar when > 0 (on rank 0 only).
 
     Attributes
     ----------
@@ -215,6 +244,18 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     Notes
     -----
+    **Interruption.** Ctrl-C (KeyboardInterrupt) during ``fit`` stops at the end of the
+    last completed epoch: the fitted attributes describe that state (the best of the
+    finished restarts and the interrupted one), ``history_`` lists its completed epochs,
+    and a ``FitInterruptedWarning`` says how many epochs completed. With no completed
+    epoch, or under data parallelism (resume from ``checkpoint`` instead), the
+    KeyboardInterrupt propagates.
+
+    **Parallel search.** ``GridSearchCV(..., n_jobs=k)`` runs fits in joblib's loky worker
+    processes, which start with ``OMP_NUM_THREADS = max(1, cores // k)``; torch takes its
+    intra-op thread count from it, so k workers do not oversubscribe the cores
+    (docs/distributed.md).
+
     Input normalisation is part of the estimator: 2-D features are centred per feature and
     divided by one global standard deviation (the relative geometry of the features is
     kept); images get per-channel mean/std normalisation (uint8 images are scaled to [0, 1]
@@ -260,6 +301,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "n_init": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str, torch.device],
         "amp": ["boolean"],
+        "distributed": [StrOptions({"auto"}), "boolean"],
+        "checkpoint": [str, os.PathLike, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -288,6 +331,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         n_init="auto",
         device="auto",
         amp=False,
+        distributed="auto",
+        checkpoint=None,
         random_state=None,
         verbose=0,
     ):
@@ -312,6 +357,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.n_init = n_init
         self.device = device
         self.amp = amp
+        self.distributed = distributed
+        self.checkpoint = checkpoint
         self.random_state = random_state
         self.verbose = verbose
 
@@ -391,6 +438,53 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             model = copy.deepcopy(model)  # never train the user's own object in place
         return build_model(model, input_shape, self.n_clusters, generator=generator)
 
+    def _checkpointing(self, X, inputs, ctx, device, n_init, seeds):
+        """``(resume state or None, Saver or None)`` for the ``checkpoint`` parameter.
+
+        Rank 0 reads the file and checks that it belongs to this fit (settings, data, world
+        size); its verdict is broadcast, so only rank 0 needs to see the file.
+        """
+        if self.checkpoint is None:
+            return None, None
+        ignored = {"verbose", "checkpoint", "device", "distributed", "n_init", "random_state"}
+        settings = {
+            key: _checkpoint.describe(value)
+            for key, value in self.get_params(deep=False).items()
+            if key not in ignored
+        }
+        settings["n_init"] = int(n_init)
+        seed = self.random_state
+        settings["random_state"] = (
+            seed if seed is None or isinstance(seed, Integral) else ("RandomState instance")
+        )
+        fingerprint = _checkpoint.fingerprint(settings, X, inputs, ctx.world_size)
+        state = error = None
+        if ctx.is_main:
+            try:
+                state = _checkpoint.load(self.checkpoint)
+                if state is not None:
+                    _checkpoint.check(self.checkpoint, state["fingerprint"], fingerprint)
+            except _checkpoint.CheckpointMismatchError as exc:
+                state, error = None, exc
+        state, error = ctx.broadcast((state, error), device)
+        if error is not None:
+            raise error
+        seeds = seeds if state is None else state["seeds"]
+        return state, _checkpoint.Saver(self.checkpoint, fingerprint, seeds, ctx.is_main)
+
+    def _proba(self, module, X, inputs, device, ctx):
+        """predict_proba on the training data; under data parallelism each rank predicts its
+        contiguous shard and the shards are gathered, so every rank holds the same array."""
+        if not ctx.active:
+            return predict_proba(module, X, inputs, device)
+        b = ctx.bounds(X.shape[0])
+        lo, hi = int(b[ctx.rank]), int(b[ctx.rank + 1])
+        local = np.zeros((0, self.n_clusters))
+        if hi > lo:
+            local = predict_proba(module, X[lo:hi], inputs, device)
+        full = ctx.gather_rows(torch.as_tensor(local, device=device), X.shape[0])
+        return full.cpu().numpy()
+
     # ----- fit / predict -----------------------------------------------------------------
     def _callback_hooks(self, n_tasks):
         """Root context of scikit-learn's callback API (>= 1.9) and per-epoch hooks, or None."""
@@ -433,7 +527,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 f"n_samples={n} should be >= n_clusters={self.n_clusters}: there are fewer "
                 "samples than clusters"
             )
-        device = resolve_device(self.device)
+        ctx = resolve_distributed(self.distributed)
+        device = local_device(resolve_device(self.device), ctx)
         layout = _layout(X, self.model)
         input_shape = _input_shape(X, layout)
         inputs = fit_inputs(X, layout)
@@ -443,23 +538,79 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         if n_init == "auto":
             n_init = 10 if n < 10_000 else 1
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=n_init)
-        ctx, on_epoch = self._callback_hooks(n_init * cfg.max_epochs)
-        if ctx is not None:
-            ctx.call_on_fit_task_begin(estimator=self, X=X)
-        best = None
-        for run, seed in enumerate(seeds):
-            generator = torch.Generator().manual_seed(int(seed))
+        seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
+        resume, save = self._checkpointing(X, inputs, ctx, device, n_init, seeds)
+        if resume is not None:
+            seeds = resume["seeds"]
+        ctx_cb, on_epoch = self._callback_hooks(n_init * cfg.max_epochs)
+        if ctx_cb is not None:
+            ctx_cb.call_on_fit_task_begin(estimator=self, X=X)
+        best = None  # (score, module, history, proba, run)
+        first_run = 0
+        if resume is not None:
+            first_run = resume["run"]
+            if resume["best"] is not None:
+                score, weights, history, run = resume["best"]
+                module = self._build(input_shape, torch.Generator().manual_seed(int(seeds[run])))
+                module.load_state_dict(weights)
+                module.to(device)
+                best = (score, module, history, self._proba(module, X, inputs, device, ctx), run)
+        interrupted = None
+        for run in range(first_run, n_init):
+            generator = torch.Generator().manual_seed(int(seeds[run]))
             module = self._build(input_shape, generator)
+            start = None
+            if resume is not None and run == resume["run"] and resume["epoch"] > 0:
+                module.load_state_dict(resume["module"])
+                generator.set_state(resume["generator"])
+                start = resume
             desc = f"fit {run + 1}/{n_init}" if n_init > 1 else "fit"
-            history = train(module, X, inputs, cfg, generator, desc=desc, on_epoch=on_epoch)
-            proba = predict_proba(module, X, inputs, device)
-            score = mutual_information(proba)
-            if best is None or score > best[0]:
-                best = (score, module, history, proba)
-        score, module, history, proba = best
+            try:
+                history = train(
+                    module,
+                    X,
+                    inputs,
+                    cfg,
+                    generator,
+                    desc=desc,
+                    on_epoch=on_epoch,
+                    ctx=ctx,
+                    start=start,
+                    on_epoch_end=save and save.epoch(run, best),
+                )
+            except KeyboardInterrupt as exc:
+                # one process: keep the completed work (train restored the module to the
+                # end of its last completed epoch); nothing completed, or several ranks:
+                # propagate (the checkpoint holds the last epoch)
+                if ctx.active or (best is None and not isinstance(exc, TrainingInterrupted)):
+                    raise
+                history = getattr(exc, "history", [])
+                interrupted = (run, len(history))
+            if history:
+                proba = self._proba(module, X, inputs, device, ctx)
+                score = mutual_information(proba)
+                if best is None or score > best[0]:
+                    best = (score, module, history, proba, run)
+            if interrupted is not None:
+                if best is None:
+                    raise KeyboardInterrupt
+                break
+            if save:
+                save.restart(run + 1, best, complete=run + 1 == n_init)
+        score, module, history, proba, _ = best
         labels = proba.argmax(axis=1)
-        if ctx is not None:
-            ctx.call_on_fit_task_end(estimator=self, X=X)
+        if ctx_cb is not None:
+            ctx_cb.call_on_fit_task_end(estimator=self, X=X)
+        if interrupted is not None:
+            run, epochs = interrupted
+            warnings.warn(
+                f"fit was interrupted (KeyboardInterrupt) after {epochs} completed epoch(s) "
+                f"of restart {run + 1}/{n_init}; the fitted state is the best of the "
+                f"completed work ({len(history)} epoch(s) in history_)"
+                + (f"; resume with fit and checkpoint={self.checkpoint!r}" if save else ""),
+                FitInterruptedWarning,
+                stacklevel=2,
+            )
         # fitted attributes, written last: a failure above leaves no half-fitted state
         self.device_ = device
         self._inputs = inputs

@@ -169,12 +169,60 @@ def _make_optimizer(module, cfg: TrainConfig):
     return torch.optim.Adam(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
 
 
-def _progress(total, cfg, desc):
-    if not cfg.verbose:
+def _progress(total, cfg, desc, ctx=None):
+    if not cfg.verbose or (ctx is not None and not ctx.is_main):
         return None
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, leave=False)
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """KeyboardInterrupt during :func:`train`, raised after the module was put back to the
+    end of its last completed epoch; ``history`` lists the completed epochs."""
+
+    def __init__(self, history):
+        super().__init__(f"training interrupted after {len(history)} completed epochs")
+        self.history = history
+
+
+class FitInterruptedWarning(UserWarning):
+    """``fit`` was interrupted (Ctrl-C): the fitted state is the last completed epoch's."""
+
+
+def _local_loss(values, n_local, n_global, world_size):
+    """This rank's share of a mean over the global batch, scaled for DDP's gradient average.
+
+    ``values`` is the mean over the local rows; the result is ``(W / B) * sum_local``, so
+    the ranks' gradients average (DDP) to the gradient of the mean over all ``B`` rows.
+    (An empty shard passes ``logits.sum() * 0``: an exact zero that keeps the network in
+    the graph, as DDP needs every rank to reduce the same gradients.)
+    """
+    if n_local == 0 or world_size == 1:
+        return values
+    return values * (world_size * n_local / n_global)
+
+
+def pseudo_labels(probs, n_global, cfg: TrainConfig, prior, ctx):
+    """This rank's rows of the exact pseudo-labels of the global batch, and the solver result.
+
+    ``probs`` (float64, this rank's rows of the global batch of ``n_global`` rows, in the
+    shard order of ``ctx``) are gathered from every rank; every rank solves the same global
+    problem with the same deterministic solver and keeps its own rows, so the labels are
+    bitwise those of one process solving the concatenated batch.
+    """
+    res = solve_pseudo_labels(
+        ctx.gather_rows(probs, n_global),
+        lam=cfg.lam,
+        fairness=cfg.fairness,
+        prior=prior,
+        loss=cfg.loss,
+        tol=cfg.em_tol,
+        max_iter=cfg.em_max_iter,
+        method=cfg.solver,
+    )
+    lo, hi = ctx.bounds(n_global)[ctx.rank : ctx.rank + 2]
+    return res.labels[lo:hi], res
 
 
 def train(
@@ -185,66 +233,127 @@ def train(
     generator: torch.Generator,
     desc="fit",
     on_epoch=None,
+    *,
+    ctx=None,
+    start=None,
+    on_epoch_end=None,
 ):
-    """Run Algorithm 1 for ``cfg.max_epochs`` epochs; returns the per-epoch history.
+    """Run Algorithm 1 up to ``cfg.max_epochs`` epochs; returns the per-epoch history.
 
-    ``on_epoch(event, epoch)``, if given, is called with ``"begin"`` and ``"end"`` around
-    every epoch (the estimator forwards it to scikit-learn's callback API).
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The network, trained in place (moved to ``cfg.device``).
+    X : ndarray
+        The user's array; batches are cut from it and moved to the device one at a time.
+    inputs : Inputs
+        Fitted normalisation.
+    cfg : TrainConfig
+        Resolved settings; ``cfg.batch_size`` is the global batch size.
+    generator : torch.Generator
+        Shuffling (and, with one process, augmentation) randomness; the same seed on every
+        rank under data parallelism.
+    desc : str
+        Progress bar label.
+    on_epoch : callable, optional
+        ``on_epoch(event, epoch)`` with ``"begin"`` and ``"end"`` around every epoch (the
+        estimator forwards it to scikit-learn's callback API).
+    ctx : skcce._distributed.Context, optional
+        Data-parallel context (default: one process). See :mod:`skcce._distributed`.
+    start : dict, optional
+        Resume point: ``{"epoch": e, "history": [...], "optimizer": state_dict}``; the caller
+        has already restored the module's weights and the generator's state at the end of
+        epoch ``e``. Training continues with epoch ``e``.
+    on_epoch_end : callable, optional
+        ``on_epoch_end(state)`` after every completed epoch, with ``state`` holding
+        ``epoch`` (completed epochs), ``history``, ``module`` (CPU state dict),
+        ``optimizer`` (state dict) and ``generator`` (state); used for checkpoints.
+
+    Raises
+    ------
+    TrainingInterrupted
+        On KeyboardInterrupt with one process, once at least one epoch is complete: the
+        module holds the last completed epoch's weights. With several processes, or before
+        the first completed epoch, the KeyboardInterrupt propagates unchanged.
+    FloatingPointError
+        The epoch's training loss is not finite.
     """
+    from skcce._checkpoint import cpu_state
+    from skcce._distributed import Context
+
+    ctx = ctx or Context()
     device = cfg.device
     module.to(device)
+    model, restore = ctx.wrap(module, device)
     optimizer = _make_optimizer(module, cfg)
     net_loss = NETWORK_LOSSES[cfg.loss]
     k = cfg.n_clusters
+    world = ctx.world_size
     prior = None if cfg.prior is None else torch.as_tensor(cfg.prior, dtype=torch.float64)
     prior_dev = None if prior is None else prior.to(device=device, dtype=torch.float32)
     n = X.shape[0]
     history = []
+    first = 0
+    done = None  # (weights, history) at the end of the last completed epoch
+    if start is not None:
+        first = int(start["epoch"])
+        history = list(start["history"])
+        if start.get("optimizer") is not None:
+            optimizer.load_state_dict(start["optimizer"])
+        if first > 0 and not ctx.active:
+            done = (cpu_state(module), list(history))
     n_batches = max(1, -(-n // cfg.batch_size))
-    bar = _progress(cfg.max_epochs * n_batches, cfg, desc)
+    bar = _progress((cfg.max_epochs - first) * n_batches, cfg, desc, ctx)
     try:
-        for epoch in range(cfg.max_epochs):
+        for epoch in range(first, cfg.max_epochs):
             t0 = time.perf_counter()
             if on_epoch is not None:
                 on_epoch("begin", epoch)
-            module.train()
+            model.train()
             order = torch.randperm(n, generator=generator).numpy()
+            aug_gen = generator
+            if ctx.active and cfg.augment is not None:
+                # the shared generator must stay in step on every rank: augmentation draws
+                # from a per-epoch, per-rank generator derived from it
+                seed = int(torch.randint(2**62, (1,), generator=generator))
+                aug_gen = torch.Generator().manual_seed(seed + 7919 * ctx.rank)
             tot_loss = tot_fair = 0.0
             counts = np.zeros(k, dtype=np.int64)
             solver_iter = 0
             unconverged = 0
-            for start in range(0, n, cfg.batch_size):
-                idx = np.sort(order[start : start + cfg.batch_size])
+            for begin in range(0, n, cfg.batch_size):
+                rows = np.sort(order[begin : begin + cfg.batch_size])  # the global batch
+                n_global = len(rows)
+                idx = ctx.shard(rows)
                 raw = inputs.raw(X, idx, device)
                 xb = inputs.normalize(raw)
                 with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp):
-                    logits = module(xb).float()
+                    logits = model(xb).float()
                 sigma = torch.softmax(logits, dim=1)
                 probs = sigma.detach().to(torch.float64)
                 probs = probs / probs.sum(dim=1, keepdim=True)  # exact rows in float64
-                res = solve_pseudo_labels(
-                    probs,
-                    lam=cfg.lam,
-                    fairness=cfg.fairness,
-                    prior=prior,
-                    loss=cfg.loss,
-                    tol=cfg.em_tol,
-                    max_iter=cfg.em_max_iter,
-                    method=cfg.solver,
-                )
+                Y, res = pseudo_labels(probs, n_global, cfg, prior, ctx)
                 solver_iter += res.n_iter
                 unconverged += not res.converged
-                Y = res.labels.to(device=device, dtype=logits.dtype)
-                loss = net_loss(logits, Y)
-                fair = _kl_term(sigma.mean(dim=0), prior_dev, cfg.fairness)
-                total = loss + cfg.fairness_weight * fair
+                Y = Y.to(device=device, dtype=logits.dtype)
+                loss = net_loss(logits, Y) if len(idx) else logits.sum() * 0
+                if ctx.active:
+                    mean_sigma = ctx.global_sum(sigma.sum(dim=0)) / n_global
+                else:
+                    mean_sigma = sigma.mean(dim=0)
+                fair = _kl_term(mean_sigma, prior_dev, cfg.fairness)
+                total = _local_loss(loss, len(idx), n_global, world)
+                total = total + cfg.fairness_weight * fair
                 if cfg.augment is not None and cfg.augment_weight > 0:
                     # augment before normalising: geometric transforms fill borders with
                     # 0 = black in [0, 1] image space, not with the mean pixel
-                    xa = inputs.normalize(cfg.augment(raw, generator=generator))
+                    xa = inputs.normalize(cfg.augment(raw, generator=aug_gen)) if len(idx) else xb
                     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp):
-                        logits_a = module(xa).float()
-                    total = total + cfg.augment_weight * net_loss(logits_a, Y)
+                        logits_a = model(xa).float()
+                    loss_a = net_loss(logits_a, Y) if len(idx) else logits_a.sum() * 0
+                    total = total + cfg.augment_weight * _local_loss(
+                        loss_a, len(idx), n_global, world
+                    )
                 optimizer.zero_grad(set_to_none=True)
                 total.backward()
                 optimizer.step()
@@ -253,6 +362,10 @@ def train(
                 counts += np.bincount(logits.argmax(dim=1).cpu().numpy(), minlength=k)
                 if bar is not None:
                     bar.update(1)
+            if ctx.active:  # epoch statistics of the whole data
+                summed = ctx.sum_array([tot_loss, tot_fair, *counts], device)
+                tot_loss, tot_fair = float(summed[0]), float(summed[1])
+                counts = np.rint(summed[2:]).astype(np.int64)
             history.append(
                 {
                     "epoch": epoch,
@@ -271,7 +384,26 @@ def train(
                     f"the training loss became non-finite in epoch {epoch}; lower "
                     "learning_rate or check the scale of X"
                 )
+            if not ctx.active or on_epoch_end is not None:
+                done = (cpu_state(module), list(history))  # one statement: Ctrl-C safe
+            if on_epoch_end is not None:
+                on_epoch_end(
+                    {
+                        "epoch": epoch + 1,
+                        "history": done[1],
+                        "module": done[0],
+                        "optimizer": optimizer.state_dict(),
+                        "generator": generator.get_state(),
+                    }
+                )
+        ctx.sync_buffers(module)  # per-rank BatchNorm statistics (CPU): take rank 0's
+    except KeyboardInterrupt:
+        if ctx.active or done is None:
+            raise
+        module.load_state_dict(done[0])
+        raise TrainingInterrupted(done[1]) from None
     finally:
+        restore()
         if bar is not None:
             bar.close()
     return history

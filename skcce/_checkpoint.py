@@ -1,0 +1,198 @@
+"""Checkpoints of CCEClustering.fit: atomic writes and a fingerprint of what they belong to.
+
+A checkpoint is one ``torch.save`` file written at the end of every epoch (and after every
+restart) by :func:`save`: into a temporary file in the same directory, flushed and fsynced,
+then moved over the old one with :func:`os.replace` (atomic on POSIX and Windows), so an
+interruption at any moment leaves either the previous or the new checkpoint, never a torn one.
+
+Contents (a dict): ``format``; ``fingerprint`` (:func:`fingerprint`); ``seeds`` (one per
+restart); ``run`` (restart index) and ``epoch`` (epochs completed in it); ``module``,
+``optimizer`` (state dicts), ``generator`` (the torch.Generator state after the epoch) and
+``history`` of the current restart; ``best`` (score, module state and history of the best
+finished restart, or None); ``complete`` (the fit finished: a later fit loads the result).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+
+import numpy as np
+import torch
+
+FORMAT = 1
+
+
+class CheckpointMismatchError(ValueError):
+    """The checkpoint file was written by a fit with other settings or other data."""
+
+
+def fingerprint(settings: dict, X, inputs, world_size: int) -> dict:
+    """What a checkpoint must match to be resumed: settings, data summary, world size.
+
+    The data are identified by their shape, dtype and a hash of the fitted normalisation
+    (per-feature means and scales, streamed over all of X) and of the first and last rows:
+    cheap on data of any size, and different data practically never agree on all of them.
+    """
+    digest = hashlib.sha256()
+    digest.update(np.ascontiguousarray(inputs.mean).tobytes())
+    digest.update(np.ascontiguousarray(inputs.std).tobytes())
+    digest.update(np.ascontiguousarray(X[:1]).tobytes())
+    digest.update(np.ascontiguousarray(X[-1:]).tobytes())
+    data = {"shape": tuple(int(d) for d in X.shape), "dtype": str(X.dtype)}
+    data["hash"] = digest.hexdigest()[:16]
+    return {"settings": dict(settings), "data": data, "world_size": int(world_size)}
+
+
+def check(path, saved: dict, current: dict) -> None:
+    """Raise :class:`CheckpointMismatchError` naming every difference between fingerprints."""
+    problems = []
+    for key, now in current["settings"].items():
+        then = saved["settings"].get(key, "<missing>")
+        if then != now:
+            problems.append(f"{key}={then!r} in the checkpoint, {now!r} now")
+    for key in sorted(set(saved["settings"]) - set(current["settings"])):
+        problems.append(f"{key}={saved['settings'][key]!r} in the checkpoint, absent now")
+    for key in ("shape", "dtype", "hash"):
+        if saved["data"][key] != current["data"][key]:
+            name = {"hash": "data content"}.get(key, f"X {key}")
+            problems.append(
+                f"{name}: {saved['data'][key]} in the checkpoint, {current['data'][key]} now"
+            )
+    if saved["world_size"] != current["world_size"]:
+        problems.append(
+            f"world size {saved['world_size']} in the checkpoint, {current['world_size']} now"
+        )
+    if problems:
+        raise CheckpointMismatchError(
+            f"checkpoint {os.fspath(path)!r} belongs to another fit: "
+            + "; ".join(problems)
+            + ". Delete the file or pass another checkpoint path to start afresh."
+        )
+
+
+def load(path) -> dict | None:
+    """The checkpoint at ``path`` (tensors on the CPU), or None when there is no file."""
+    if not os.path.exists(path):
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # a foreign or damaged file: say which
+        raise CheckpointMismatchError(
+            f"checkpoint {os.fspath(path)!r} could not be read as an skcce checkpoint: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointMismatchError(
+            f"checkpoint {os.fspath(path)!r} is not an skcce checkpoint (format {FORMAT})"
+        )
+    return state
+
+
+def save(path, state: dict) -> None:
+    """Write ``state`` to ``path`` atomically (temporary file, fsync, :func:`os.replace`)."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".skcce-ckpt-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save({**state, "format": FORMAT}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def cpu_state(module: torch.nn.Module) -> dict:
+    """A CPU copy of a module's state dict (detached from training)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+
+
+def describe(value):
+    """A comparable, picklable description of a parameter value for :func:`fingerprint`."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list | tuple | np.ndarray):
+        arr = np.asarray(value)
+        return arr.tolist() if arr.dtype.kind in "biuf" else repr(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, torch.nn.Module):
+        return f"module {type(value).__module__}.{type(value).__qualname__}"
+    if callable(value):
+        name = getattr(value, "__qualname__", type(value).__qualname__)
+        return f"callable {getattr(value, '__module__', '?')}.{name}"
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
+class Saver:
+    """Writes the checkpoints of one ``fit`` (only on the rank that ``write`` marks).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The checkpoint file.
+    fingerprint : dict
+        :func:`fingerprint` of this fit.
+    seeds : ndarray
+        One seed per restart.
+    write : bool
+        False on the ranks other than 0 (they keep identical states and write nothing).
+    """
+
+    def __init__(self, path, fingerprint, seeds, write=True):
+        self.path = path
+        self.fingerprint = fingerprint
+        self.seeds = np.asarray(seeds)
+        self.write = write
+        self._best_key = None
+        self._best_state = None
+
+    def _best(self, best):
+        """``(score, weights, history, run)`` of the best finished restart, or None."""
+        if best is None:
+            return None
+        score, module, history, _, run = best
+        if self._best_key != (id(module), run):  # copy the weights once per new best
+            self._best_key, self._best_state = (id(module), run), cpu_state(module)
+        return (score, self._best_state, list(history), run)
+
+    def _save(self, **fields):
+        if self.write:
+            save(self.path, {"fingerprint": self.fingerprint, "seeds": self.seeds, **fields})
+
+    def epoch(self, run, best):
+        """The ``on_epoch_end`` hook of :func:`skcce._training.train` for restart ``run``."""
+        if not self.write:
+            return None
+        finished = self._best(best)
+
+        def on_epoch_end(state):
+            self._save(run=run, best=finished, complete=False, **state)
+
+        return on_epoch_end
+
+    def restart(self, next_run, best, complete):
+        """After a finished restart: the next one starts from scratch (or the fit is done)."""
+        self._save(
+            run=next_run,
+            epoch=0,
+            history=[],
+            module=None,
+            optimizer=None,
+            generator=None,
+            best=self._best(best),
+            complete=bool(complete),
+        )

@@ -1,0 +1,197 @@
+"""Data-parallel fit (torch.distributed, gloo, 2 CPU processes) equals the one-process fit.
+
+The pytest process starts two workers (this file run as a script, with a free TCP port);
+each initialises a gloo process group, solves the pseudo-labels of one global batch through
+the training engine's code path and fits CCEClustering; the test compares their outputs with
+the same computations in one process. Also: GridSearchCV with joblib's loky workers.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_blobs
+from sklearn.model_selection import GridSearchCV
+
+from skcce import CCEClustering, _checkpoint
+from skcce._distributed import Context, resolve
+
+torch.set_num_threads(1)
+
+WORLD = 2
+# 301 rows, global batches of 64: the last batch (45 rows) splits 23 / 22 between ranks
+PARAMS = dict(n_clusters=3, max_epochs=3, n_init=2, batch_size=64, random_state=0, device="cpu")
+BATCH_ROWS, K = 13, 4  # the pseudo-label check: an odd global batch (7 / 6 rows)
+
+
+def _data():
+    X, _ = make_blobs(n_samples=301, centers=3, n_features=5, cluster_std=0.8, random_state=1)
+    return X.astype(np.float32)
+
+
+def _global_probs():
+    rng = np.random.default_rng(3)
+    logits = rng.normal(scale=2.0, size=(BATCH_ROWS, K))
+    return torch.softmax(torch.as_tensor(logits), dim=1)
+
+
+def _pseudo_label_config():
+    from skcce._training import TrainConfig
+
+    return TrainConfig(
+        n_clusters=K, lam=30.0, fairness="reverse", loss="collision", prior=None,
+        fairness_weight=1.3, optimizer="sgd", learning_rate=0.1,
+        backbone_learning_rate=None, weight_decay=0.0, batch_size=BATCH_ROWS, max_epochs=1,
+        em_tol=1e-9, em_max_iter=100, augment=None, augment_weight=0.0,
+        device=torch.device("cpu"), amp=False, verbose=0,
+    )  # fmt: skip
+
+
+def _worker(rank, port, out):
+    """One rank: the pseudo-labels of one global batch, then a fit (results saved to out)."""
+    import torch.distributed as dist
+
+    from skcce._training import pseudo_labels
+
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
+    )
+    try:
+        ctx = resolve("auto")
+        assert ctx.world_size == WORLD and ctx.rank == rank
+        rows = ctx.shard(np.arange(BATCH_ROWS))
+        local = _global_probs()[rows]
+        labels, res = pseudo_labels(local, BATCH_ROWS, _pseudo_label_config(), None, ctx)
+        ckpt = os.path.join(out, "ddp.ckpt")
+        est = CCEClustering(**PARAMS, checkpoint=ckpt).fit(_data())
+        torch.save(
+            {
+                "rows": rows,
+                "labels": labels,
+                "n_iter": res.n_iter,
+                "fit_labels": est.labels_,
+                "weights": est.module_.state_dict(),
+                "history": est.history_,
+                "predict": est.predict(_data()),
+            },
+            os.path.join(out, f"rank{rank}.pt"),
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp")
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, str(rank), str(port), str(out)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for rank in range(WORLD)
+    ]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=150)[0].decode(errors="replace"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, log in zip(procs, logs, strict=True):
+        assert p.returncode == 0, log[-3000:]
+    return out, [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
+
+
+def test_shards_partition_every_global_batch():
+    for n in (1, 2, 45, 64, 301):
+        parts = [Context(world_size=3, rank=r).shard(np.arange(n)) for r in range(3)]
+        np.testing.assert_array_equal(np.concatenate(parts), np.arange(n))
+        sizes = [len(p) for p in parts]
+        assert max(sizes) - min(sizes) <= 1
+
+
+def test_global_batch_pseudo_labels_equal_one_process(ddp_run):
+    from skcce._training import pseudo_labels
+
+    _, ranks = ddp_run
+    cfg = _pseudo_label_config()
+    single, res = pseudo_labels(_global_probs(), BATCH_ROWS, cfg, None, Context())
+    assert [len(r["rows"]) for r in ranks] == [7, 6]
+    gathered = torch.cat([r["labels"] for r in ranks])
+    assert torch.equal(gathered, single)  # bitwise: the same global problem, solved the same
+    assert all(r["n_iter"] == res.n_iter for r in ranks)
+    # and the global solve is not the per-shard one (the rows are really coupled)
+    shard_only, _ = pseudo_labels(_global_probs()[:7], 7, cfg, None, Context())
+    assert not torch.allclose(shard_only, single[:7])
+
+
+def test_ddp_fit_equals_one_process_fit(ddp_run):
+    out, ranks = ddp_run
+    single = CCEClustering(**PARAMS).fit(_data())
+    for r in ranks:
+        np.testing.assert_array_equal(r["fit_labels"], single.labels_)
+        np.testing.assert_array_equal(r["predict"], single.labels_)
+        for key, value in single.module_.state_dict().items():
+            torch.testing.assert_close(r["weights"][key], value, rtol=1e-4, atol=1e-5)
+        assert len(r["history"]) == PARAMS["max_epochs"]
+        for h_ddp, h_one in zip(r["history"], single.history_, strict=True):
+            assert h_ddp["cluster_sizes"] == h_one["cluster_sizes"]
+            assert h_ddp["loss"] == pytest.approx(h_one["loss"], rel=1e-4, abs=1e-6)
+            assert h_ddp["fairness"] == pytest.approx(h_one["fairness"], rel=1e-3, abs=1e-6)
+    # every rank holds the same fitted state; rank 0 wrote the checkpoint
+    for key, value in ranks[0]["weights"].items():
+        assert torch.equal(ranks[1]["weights"][key], value)
+    state = _checkpoint.load(out / "ddp.ckpt")
+    assert state["complete"] and state["fingerprint"]["world_size"] == WORLD
+
+
+def test_distributed_true_needs_a_process_group():
+    est = CCEClustering(n_clusters=2, distributed=True, n_init=1, max_epochs=1)
+    with pytest.raises(ValueError, match="needs an initialised torch.distributed process group"):
+        est.fit(_data()[:20])
+
+
+# ----- GridSearchCV with joblib's loky workers ---------------------------------------------
+GRID = dict(n_clusters=3, max_epochs=2, n_init=1, batch_size=64, random_state=0, device="cpu")
+
+
+def _fit_in_worker(X, lam):
+    est = CCEClustering(**GRID, lam=lam).fit(X)
+    return torch.get_num_threads(), est.score(X)
+
+
+def test_gridsearch_n_jobs_matches_serial_and_limits_threads():
+    X = _data()[:200]
+    grid = {"lam": [1.0, 30.0, 300.0]}
+    serial = GridSearchCV(CCEClustering(**GRID), grid, cv=2, n_jobs=1).fit(X)
+    parallel = GridSearchCV(CCEClustering(**GRID), grid, cv=2, n_jobs=2).fit(X)
+    assert parallel.best_params_ == serial.best_params_
+    np.testing.assert_allclose(
+        parallel.cv_results_["mean_test_score"], serial.cv_results_["mean_test_score"], rtol=1e-6
+    )
+    # inside a loky worker (the same pool), torch uses at most its share of the cores
+    seen = joblib.Parallel(n_jobs=2)(joblib.delayed(_fit_in_worker)(X, lam) for lam in (1.0, 30.0))
+    limit = max(1, joblib.cpu_count() // 2)
+    assert all(threads <= limit for threads, _ in seen), (seen, limit)
+    assert all(np.isfinite(score) for _, score in seen)
+
+
+if __name__ == "__main__":  # a worker of ddp_run: rank, port, output folder
+    _worker(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
