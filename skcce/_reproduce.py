@@ -116,13 +116,13 @@ def method_specs(baselines: bool) -> list[dict]:
     specs = [
         {
             "key": "cce-a",
-            "name": "CCE (a): H2 + KL(ybar||u)",
+            "name": "CCE (a): H2 + KL(ȳ‖u)",
             "paper": "a",
             "params": {"loss": "collision", "fairness": "forward"},
         },
         {
             "key": "cce-b",
-            "name": "CCE (b): H2 + KL(u||ybar)",
+            "name": "CCE (b): H2 + KL(u‖ȳ)",
             "paper": "b",
             "params": {"loss": "collision", "fairness": "reverse"},
         },
@@ -131,7 +131,7 @@ def method_specs(baselines: bool) -> list[dict]:
         return specs
     specs.append({"key": "kmeans", "name": "KMeans(n_init=10)", "paper": None, "params": None})
     for loss, label in (("shannon", "Shannon CE"), ("reverse", "reverse CE")):
-        for tag, fairness, kl in (("a", "forward", "KL(ybar||u)"), ("b", "reverse", "KL(u||ybar)")):
+        for tag, fairness, kl in (("a", "forward", "KL(ȳ‖u)"), ("b", "reverse", "KL(u‖ȳ)")):
             specs.append(
                 {
                     "key": f"{loss}-{tag}",
