@@ -24,8 +24,12 @@ from skcce._distributed import Context, resolve
 torch.set_num_threads(1)
 
 WORLD = 2
-# 301 rows, global batches of 64: the last batch (45 rows) splits 23 / 22 between ranks
-PARAMS = dict(n_clusters=3, max_epochs=3, n_init=2, batch_size=64, random_state=0, device="cpu")
+# 301 rows, global batches of 75: shards of 38 / 37 rows, and a last batch of 1 row that
+# leaves rank 1 an empty shard
+PARAMS = dict(
+    n_clusters=3, max_epochs=3, n_init=2, batch_size=75, optimizer="adam", learning_rate=0.05,
+    random_state=0, device="cpu",
+)  # fmt: skip
 BATCH_ROWS, K = 13, 4  # the pseudo-label check: an odd global batch (7 / 6 rows)
 
 
@@ -145,6 +149,7 @@ def test_global_batch_pseudo_labels_equal_one_process(ddp_run):
 def test_ddp_fit_equals_one_process_fit(ddp_run):
     out, ranks = ddp_run
     single = CCEClustering(**PARAMS).fit(_data())
+    assert np.bincount(single.labels_).tolist() == [100, 100, 101]  # the three blobs
     for r in ranks:
         np.testing.assert_array_equal(r["fit_labels"], single.labels_)
         np.testing.assert_array_equal(r["predict"], single.labels_)
@@ -169,7 +174,10 @@ def test_distributed_true_needs_a_process_group():
 
 
 # ----- GridSearchCV with joblib's loky workers ---------------------------------------------
-GRID = dict(n_clusters=3, max_epochs=2, n_init=1, batch_size=64, random_state=0, device="cpu")
+GRID = dict(
+    n_clusters=3, max_epochs=2, n_init=1, batch_size=64, optimizer="adam", learning_rate=0.05,
+    random_state=0, device="cpu",
+)  # fmt: skip
 
 
 def _fit_in_worker(X, lam):
