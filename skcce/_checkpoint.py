@@ -96,6 +96,7 @@ def save(path, state: dict) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".skcce-ckpt-", suffix=".tmp", dir=folder)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a checkpoint is a normal file
         with os.fdopen(fd, "wb") as fh:
             torch.save({**state, "format": FORMAT}, fh)
             fh.flush()
@@ -111,6 +112,12 @@ def save(path, state: dict) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def cpu_state(module: torch.nn.Module) -> dict:

@@ -211,7 +211,20 @@ def resolve(distributed) -> Context:
 
 
 def local_device(device: torch.device, ctx: Context) -> torch.device:
-    """Under data parallelism, an index-less CUDA device becomes ``cuda:LOCAL_RANK``."""
+    """Under data parallelism, an index-less CUDA device becomes ``cuda:LOCAL_RANK``.
+
+    Raises
+    ------
+    ValueError
+        An NCCL process group with a device other than CUDA (NCCL moves CUDA tensors only).
+    """
+    if ctx.active and device.type != "cuda":
+        backend = str(torch.distributed.get_backend(ctx.group)).lower()
+        if backend == "nccl":
+            raise ValueError(
+                f"the process group uses NCCL, which needs CUDA tensors, but device={device}; "
+                "use device='auto' or 'cuda', or init_process_group('gloo') for CPU training"
+            )
     if ctx.active and device.type == "cuda" and device.index is None:
         local = int(os.environ.get("LOCAL_RANK", ctx.rank % max(1, torch.cuda.device_count())))
         return torch.device("cuda", local)
