@@ -166,26 +166,34 @@ class Context:
             return module, lambda: None
         from torch.nn.parallel import DistributedDataParallel
 
-        swapped = []
-        if device.type == "cuda":
-            norms = torch.nn.modules.batchnorm._BatchNorm
-            for parent in list(module.modules()):
-                for name, child in list(parent.named_children()):
-                    if isinstance(child, norms) and not isinstance(child, torch.nn.SyncBatchNorm):
-                        sync = torch.nn.SyncBatchNorm.convert_sync_batchnorm(child, self.group)
-                        setattr(parent, name, sync)
-                        swapped.append((parent, name, child))
-
-        def restore():
-            for parent, name, child in swapped:
-                setattr(parent, name, child)
-
+        restore = swap_sync_batchnorm(module, self.group) if device.type == "cuda" else None
         wrapped = DistributedDataParallel(
             module,
             device_ids=[device.index] if device.type == "cuda" else None,
             process_group=self.group,
         )
-        return wrapped, restore
+        return wrapped, restore or (lambda: None)
+
+
+def swap_sync_batchnorm(module: torch.nn.Module, group=None):
+    """Swap the BatchNorm layers below ``module`` for SyncBatchNorm; returns ``restore()``.
+
+    The SyncBatchNorm layers share the parameters and running buffers of the layers they
+    replace, so after training ``restore()`` puts the original (now trained) layers back.
+    """
+    norms = torch.nn.modules.batchnorm._BatchNorm
+    swapped = []
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, norms) and not isinstance(child, torch.nn.SyncBatchNorm):
+                setattr(parent, name, torch.nn.SyncBatchNorm.convert_sync_batchnorm(child, group))
+                swapped.append((parent, name, child))
+
+    def restore():
+        for parent, name, child in swapped:
+            setattr(parent, name, child)
+
+    return restore
 
 
 def resolve(distributed) -> Context:
@@ -195,6 +203,8 @@ def resolve(distributed) -> Context:
     more than one rank (e.g. under ``torchrun``); ``False``: never; ``True``: an initialised
     group is required (a clear error otherwise).
     """
+    if not isinstance(distributed, str):
+        distributed = bool(distributed)  # numpy booleans too
     dist = torch.distributed
     ready = dist.is_available() and dist.is_initialized()
     if distributed is True and not ready:

@@ -167,6 +167,27 @@ def test_ddp_fit_equals_one_process_fit(ddp_run):
     assert state["complete"] and state["fingerprint"]["world_size"] == WORLD
 
 
+def test_sync_batchnorm_swap_shares_state_and_restores():
+    from skcce._distributed import swap_sync_batchnorm
+
+    bn2, bn1 = torch.nn.BatchNorm2d(4), torch.nn.BatchNorm1d(3)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3), bn2, torch.nn.Sequential(torch.nn.Flatten(), bn1)
+    )
+    restore = swap_sync_batchnorm(net)
+    assert isinstance(net[1], torch.nn.SyncBatchNorm) and isinstance(
+        net[2][1], torch.nn.SyncBatchNorm
+    )
+    assert net[1].weight is bn2.weight and net[1].running_mean is bn2.running_mean
+    with torch.no_grad():  # training updates land in the original layers' tensors
+        net[1].weight.add_(1.0)
+        net[2][1].running_var.mul_(2.0)
+    restore()
+    assert net[1] is bn2 and net[2][1] is bn1
+    torch.testing.assert_close(bn2.weight, torch.full((4,), 2.0))
+    torch.testing.assert_close(bn1.running_var, torch.full((3,), 2.0))
+
+
 def test_distributed_true_needs_a_process_group():
     est = CCEClustering(n_clusters=2, distributed=True, n_init=1, max_epochs=1)
     with pytest.raises(ValueError, match="needs an initialised torch.distributed process group"):
