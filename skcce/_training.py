@@ -15,7 +15,12 @@ the network loss also carries the fairness term, evaluated on the mean *predicti
 part of it that depends on the network). It is what keeps a linear head on raw pixels from
 collapsing into a few clusters (docs: user guide, "network loss").
 
-Batches are copied from the user's array and moved to the device one at a time.
+Batches are copied from the user's array and moved to the device one at a time. Under data
+parallelism (:mod:`skcce._distributed`) ``batch_size`` is the global batch: every rank trains on
+its shard of it, the pseudo-labels are solved for the whole batch, and the loss is scaled so that
+DDP's averaged gradient is the one-process gradient. :func:`train` can resume from a checkpoint
+state and, with one process, turns Ctrl-C into :class:`TrainingInterrupted` at the end of the
+last completed epoch.
 """
 
 from __future__ import annotations
