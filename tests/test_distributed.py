@@ -74,6 +74,26 @@ def _worker(rank, port, out):
         labels, res = pseudo_labels(local, BATCH_ROWS, _pseudo_label_config(), None, ctx)
         ckpt = os.path.join(out, "ddp.ckpt")
         est = CCEClustering(**PARAMS, checkpoint=ckpt).fit(_data())
+        # a run that dies at the start of its 2nd epoch on every rank, then resumes
+        crash_ckpt = os.path.join(out, "crash.ckpt")
+        hooks = CCEClustering._callback_hooks
+
+        def crashing_hooks(self, n_tasks):
+            def on_epoch(event, epoch):
+                if event == "begin" and epoch == 1:
+                    raise RuntimeError("simulated crash")
+
+            return None, on_epoch
+
+        CCEClustering._callback_hooks = crashing_hooks
+        crashed = False
+        try:
+            CCEClustering(**PARAMS, checkpoint=crash_ckpt).fit(_data())
+        except RuntimeError as exc:
+            crashed = "simulated crash" in str(exc)
+        finally:
+            CCEClustering._callback_hooks = hooks
+        resumed = CCEClustering(**PARAMS, checkpoint=crash_ckpt).fit(_data())
         torch.save(
             {
                 "rows": rows,
@@ -83,6 +103,9 @@ def _worker(rank, port, out):
                 "weights": est.module_.state_dict(),
                 "history": est.history_,
                 "predict": est.predict(_data()),
+                "crashed": crashed,
+                "resumed_labels": resumed.labels_,
+                "resumed_weights": resumed.module_.state_dict(),
             },
             os.path.join(out, f"rank{rank}.pt"),
         )
@@ -165,6 +188,15 @@ def test_ddp_fit_equals_one_process_fit(ddp_run):
         assert torch.equal(ranks[1]["weights"][key], value)
     state = _checkpoint.load(out / "ddp.ckpt")
     assert state["complete"] and state["fingerprint"]["world_size"] == WORLD
+
+
+def test_ddp_resume_reaches_the_uninterrupted_ddp_model(ddp_run):
+    _, ranks = ddp_run
+    for r in ranks:
+        assert r["crashed"]  # the first run did stop after one epoch
+        np.testing.assert_array_equal(r["resumed_labels"], r["fit_labels"])
+        for key, value in r["weights"].items():
+            torch.testing.assert_close(r["resumed_weights"][key], value, rtol=0, atol=0)
 
 
 def test_sync_batchnorm_swap_shares_state_and_restores():
