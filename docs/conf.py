@@ -61,7 +61,7 @@ numpydoc_attributes_as_param_list = True
 nitpicky = False
 
 # ----- MyST (the Markdown pages: user guide, benchmarks, reproduction, ...) ----------------
-myst_enable_extensions = ["dollarmath"]
+myst_enable_extensions = []
 myst_heading_anchors = 3
 # Markdown pages refer to code paths and to one another in plain text; a page may jump from
 # # to ### on purpose. Neither should fail a -W build.
