@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from skcce import _checkpoint
 from skcce._distributed import local_device
@@ -364,21 +364,26 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     # ----- validation ---------------------------------------------------------------------
     def _validate_X(self, X, reset):
+        """Checked X, without copying an array that is already usable (float32 or float64
+        features; uint8 or float images): batches are cut from it during fit and predict."""
         deep = not (isinstance(self.model, str) and self.model == "linear")
-        X = validate_data(
-            self,
-            X,
-            reset=reset,
-            dtype=None if deep else [np.float32, np.float64],
+        params = dict(
+            dtype="numeric" if deep else [np.float32, np.float64],
             allow_nd=deep,
             ensure_min_samples=1,
         )
+        if deep and not reset:
+            # images: the sample shape is compared with input_shape_ once the layout is
+            # read (a fit on uint8 (N, H, W, C) predicts (N, C, H, W) floats), not with
+            # n_features_in_, which is only X.shape[1]
+            X = check_array(X, estimator=self, input_name="X", **params)
+        else:
+            X = validate_data(self, X, reset=reset, **params)
         if deep and X.dtype != np.uint8 and X.dtype.kind in "iub":
-            X = X.astype(np.float32)
+            X = X.astype(np.float32)  # integer images: one float32 copy
         if deep and X.dtype.kind not in "uf":
             raise ValueError(f"X must hold numbers; got dtype {X.dtype}")
-        if deep and X.dtype.kind == "f" and not np.isfinite(X).all():
-            raise ValueError("Input X contains NaN or infinity.")
+        # NaN and infinity: rejected by check_array (an O(1)-memory sum first)
         return X
 
     def _check_prior(self):
@@ -391,6 +396,14 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             )
         if not np.isfinite(prior).all() or (prior < 0).any() or abs(prior.sum() - 1) > 1e-6:
             raise ValueError("prior must be a probability vector (non-negative, summing to 1)")
+        zeros = np.flatnonzero(prior == 0)
+        if zeros.size and self.fairness == "forward" and self.fairness_weight > 0:
+            raise ValueError(
+                f"prior is 0 for clusters {zeros.tolist()[:10]}, but fairness='forward' "
+                "puts KL(mean prediction || prior) in the network loss, which is infinite "
+                "there (a softmax is never exactly 0); use fairness='reverse' (KL(prior || .) "
+                "allows zeros), fairness_weight=0, or a prior without zeros"
+            )
         return prior
 
     def _augment_fn(self, input_shape):

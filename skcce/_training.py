@@ -26,6 +26,7 @@ last completed epoch.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,13 +56,29 @@ class Inputs:
     layout : {"flat", "nhw", "nhwc", "nchw"}
         Layout of the array seen in ``fit`` (``predict`` may use another image layout).
     mean, std : numpy.ndarray
-        Per-feature (flat) or per-channel (images) centring and scaling, fitted in ``fit``
-        on values in [0, 1] for uint8 images (they are divided by 255 first).
+        Flat features: per-feature centre and the global scale (the same value for every
+        feature), float64, in units of ``X / scale``. Images: per-channel mean and standard
+        deviation (float32) of the image values (uint8 images divided by 255 first).
+    scale : float
+        A power of two (exact division) that every non-uint8 input is divided by first.
+        Flat features: about the largest ``|x|`` seen in fit, so that the statistics and
+        the normalisation never overflow or underflow, whatever the scale of X (1e-30 and
+        1e+30 alike). Float images: 1 (they are used as given) unless their largest
+        ``|x|`` is outside [2**-64, 2**64]. uint8 images are always divided by 255.
+
+    Notes
+    -----
+    Flat features are normalised on the host, batch by batch, in float64 (centring a
+    float64 column at 1e10 in float32 would lose the data), and only the float32 result
+    moves to the device; :meth:`normalize` is then the identity. Images move to the device
+    in their own dtype (uint8 images stay 1 byte a pixel) and are normalised there, after
+    any augmentation in image space.
     """
 
     layout: str
     mean: np.ndarray
     std: np.ndarray
+    scale: float = 1.0  # class default: models pickled before it existed load unchanged
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __getstate__(self):
@@ -71,22 +88,39 @@ class Inputs:
 
     def raw(self, X, idx, device, layout=None) -> torch.Tensor:
         """Rows ``idx`` of ``X`` (in ``layout``, default the fitted one) as float32
-        (B, *input_shape) on ``device``, uint8 images scaled to [0, 1], not normalised."""
+        (B, *input_shape) on ``device``: images in image space (uint8 scaled to [0, 1]),
+        not normalised; flat features already normalised (see the class notes).
+
+        Only the batch is copied: ``X`` itself is never converted or written to.
+        """
         layout = layout or self.layout
-        xb = torch.from_numpy(np.ascontiguousarray(X[idx])).to(device=device)
-        scale = 255.0 if X.dtype == np.uint8 else 1.0
-        xb = xb.to(torch.float32)
+        block = X[idx]  # a view for a slice, a batch-sized copy for an index array
+        if self.layout == "flat":
+            z = np.multiply(block, 1.0 / self.scale, dtype=np.float64)  # our own array
+            z -= self.mean
+            z /= self.std
+            return torch.from_numpy(z.astype(np.float32)).to(device=device)
+        if X.dtype != np.uint8 and self.scale != 1.0:
+            work = np.float64 if block.dtype == np.float64 else np.float32
+            block = np.multiply(block, 1.0 / self.scale, dtype=work)
+        elif not (block.flags.c_contiguous and block.flags.writeable):
+            # torch.from_numpy warns on read-only arrays: copy the batch, never X
+            block = np.array(block, order="C")
+        xb = torch.from_numpy(block).to(device=device).to(torch.float32)
         if layout == "nhw":
             xb = xb.unsqueeze(1)
         elif layout == "nhwc":
             xb = xb.permute(0, 3, 1, 2)
-        return xb / scale if scale != 1 else xb
+        return xb / 255.0 if X.dtype == np.uint8 else xb
 
     def normalize(self, xb: torch.Tensor) -> torch.Tensor:
-        """Apply the fitted centring and scaling to a batch from :meth:`raw`."""
+        """Apply the fitted centring and scaling to a batch from :meth:`raw` (images; flat
+        features come out of :meth:`raw` normalised)."""
+        if self.layout == "flat":
+            return xb
         key = str(xb.device)
         if key not in self._cache:
-            shape = (1, -1) if self.layout == "flat" else (1, -1, 1, 1)
+            shape = (1, -1, 1, 1)
             mean = torch.as_tensor(self.mean, dtype=torch.float32, device=xb.device)
             std = torch.as_tensor(self.std, dtype=torch.float32, device=xb.device)
             self._cache[key] = (mean.view(shape), std.view(shape))
@@ -98,42 +132,92 @@ class Inputs:
         return self.normalize(self.raw(X, idx, device, layout))
 
 
-def fit_inputs(X: np.ndarray, layout: str, chunk: int = 8192) -> Inputs:
-    """Fit the normalisation by streaming over X in chunks (no full float copy).
+_REDUCE_AXES = {"flat": (0,), "nhw": (0, 2, 3), "nhwc": (0, 1, 2), "nchw": (0, 2, 3)}
+_IMAGE_BAND = (2.0**-64, 2.0**64)  # float images inside it are used as given
+
+
+def _power_of_two(value: float) -> float:
+    """The power of two 2**e with value / 2**e in [0.5, 1) (1 for 0)."""
+    if value == 0:
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(value)[1])))
+
+
+def fit_inputs(X: np.ndarray, layout: str, chunk: int | None = None) -> Inputs:
+    """Fit the normalisation by streaming over X in chunks (no full float copy of X).
 
     Flat features: per-feature mean and one global scale (the root mean variance), which keeps
     the relative geometry of the features. Images: per-channel mean and standard deviation.
+
+    Two passes over X, chunk by chunk (``chunk`` rows; default about 2**20 values, 8 MB of
+    float64 temporaries): (1) the per-feature/pixel minimum and maximum in X's own dtype,
+    which give the power-of-two ``scale`` (see :class:`Inputs`) and the exactly constant
+    features; (2) the means and sums of squared deviations of ``X / scale`` in float64,
+    combined across chunks by Chan et al.'s pairwise update, which, unlike
+    ``E[x^2] - E[x]^2``, keeps the variance of a column far from 0 (1e10 +- 1). A constant
+    feature gets variance 0 exactly; a constant channel, or X without any variation,
+    a scale of 1.
+
+    Warns
+    -----
+    UserWarning
+        When all samples of X are identical (more than one sample): nothing can separate
+        them, so every sample falls in the same cluster.
     """
-    scale = 255.0 if X.dtype == np.uint8 else 1.0
-    axis_c = {"flat": 1, "nhw": None, "nhwc": 3, "nchw": 1}[layout]
     n = X.shape[0]
-    s1 = s2 = 0.0
-    count = 0
-    for start in range(0, n, chunk):
-        block = np.asarray(X[start : start + chunk], dtype=np.float64) / scale
-        if layout == "flat":
-            s1 = s1 + block.sum(axis=0)
-            s2 = s2 + (block * block).sum(axis=0)
-            count += block.shape[0]
-        else:
-            if layout == "nhw":
-                block = block[:, None]
-                axis = 1
-            else:
-                axis = axis_c
-            moved = np.moveaxis(block, axis, -1).reshape(-1, block.shape[axis])
-            s1 = s1 + moved.sum(axis=0)
-            s2 = s2 + (moved * moved).sum(axis=0)
-            count += moved.shape[0]
-    mean = s1 / count
-    var = np.maximum(s2 / count - mean * mean, 0.0)
+    step = chunk or max(1, (1 << 20) // max(1, int(np.prod(X.shape[1:]))))
+    lo = hi = None
+    for start in range(0, n, step):
+        block = X[start : start + step]
+        bmin, bmax = block.min(axis=0), block.max(axis=0)
+        lo = bmin if lo is None else np.minimum(lo, bmin)
+        hi = bmax if hi is None else np.maximum(hi, bmax)
+    identical = bool(np.all(lo == hi))
+    if X.dtype == np.uint8:
+        scale, unit = 1.0, 255.0
+    else:
+        peak = max(abs(float(lo.min())), abs(float(hi.max())))
+        scale, unit = _power_of_two(peak), 1.0
+        if layout != "flat" and _IMAGE_BAND[0] <= peak <= _IMAGE_BAND[1]:
+            scale = 1.0
+    axes = _REDUCE_AXES[layout]
+    count, mean, m2 = 0, 0.0, 0.0
+    for start in range(0, n, step):
+        block = np.multiply(X[start : start + step], 1.0 / (scale * unit), dtype=np.float64)
+        if layout == "nhw":
+            block = block[:, None]
+        nb = block.size // (block.shape[-1] if layout == "nhwc" else block.shape[1])
+        bmean = block.mean(axis=axes, keepdims=True)
+        block -= bmean
+        block *= block
+        bm2 = block.sum(axis=axes)
+        bmean = bmean.reshape(bm2.shape)
+        delta = bmean - mean
+        total = count + nb
+        mean = mean + delta * (nb / total)
+        m2 = m2 + bm2 + delta * delta * (count * nb / total)
+        count = total
+    var = m2 / count
+    constant = lo == hi  # per feature (flat) or per pixel (images)
     if layout == "flat":
+        var = np.where(constant, 0.0, var)
         std = np.full_like(mean, np.sqrt(var.mean()))
     else:
+        channel_axes = {"nhw": (0, 1), "nhwc": (0, 1), "nchw": (1, 2)}[layout]
+        var = np.where(np.all(constant, axis=channel_axes), 0.0, var)
         std = np.sqrt(var)
-    tiny = np.finfo(np.float32).tiny
-    std = np.where(std > np.sqrt(tiny), std, 1.0)
-    return Inputs(layout, mean.astype(np.float32), std.astype(np.float32))
+    std = np.where(std > 0, std, 1.0)
+    if identical and n > 1:
+        warnings.warn(
+            f"all {n} samples of X are identical (every feature is constant): nothing can "
+            "separate them, so they all fall in one cluster",
+            UserWarning,
+            stacklevel=3,
+        )
+    if layout != "flat":
+        tiny = np.finfo(np.float32).tiny
+        mean, std = mean.astype(np.float32), np.maximum(std, tiny).astype(np.float32)
+    return Inputs(layout, mean, std, scale)
 
 
 @dataclass
@@ -416,12 +500,34 @@ def train(
 
 @torch.inference_mode()
 def predict_proba(module, X, inputs: Inputs, device, layout=None, batch_size=1024) -> np.ndarray:
-    """Softmax of the module's logits over X, batch by batch; float64 rows summing to 1."""
+    """Softmax of the module's logits over X, batch by batch; float64 rows summing to 1.
+
+    Streams slices of X (views: nothing of X is copied beyond one batch) into one
+    preallocated (N, K) result.
+
+    Raises
+    ------
+    ValueError
+        The network's outputs are not finite for some rows: their values are far outside
+        the range of the data seen in fit (e.g. 1e38 where fit saw values near 1).
+    """
     module.eval()
-    chunks = []
-    for start in range(0, X.shape[0], batch_size):
+    n = X.shape[0]
+    out = None
+    for start in range(0, n, batch_size):
         rows = slice(start, start + batch_size)  # a view of X: no copy beyond the batch
         logits = module(inputs.batch(X, rows, device, layout)).to(torch.float64)
-        chunks.append(torch.softmax(logits, dim=1).cpu().numpy())
-    out = np.concatenate(chunks)
-    return out / out.sum(axis=1, keepdims=True)
+        bad = ~torch.isfinite(logits).all(dim=1)
+        if bool(bad.any()):
+            first = (start + torch.nonzero(bad).flatten()[:5].cpu()).tolist()
+            raise ValueError(
+                f"the network's outputs are not finite for rows {first} of X: their values "
+                "are far outside the range of the data seen in fit; check the scale of X"
+            )
+        if out is None:
+            out = np.empty((n, logits.shape[1]))
+        out[rows] = torch.softmax(logits, dim=1).cpu().numpy()
+    if out is None:
+        return np.empty((0, 0))
+    out /= out.sum(axis=1, keepdims=True)
+    return out
