@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -73,6 +75,20 @@ def test_help(capsys, argv):
     assert status == 0
     for word in ("table1", "table2", "--dataset", "--baselines", "--weights", "--out", "--runs"):
         assert word in out
+
+
+def test_python_m_skcce_reproduce_bad_input_is_one_line():
+    # a real process: exit status and stderr as a user sees them
+    proc = subprocess.run(
+        [sys.executable, "-m", "skcce", "reproduce", "table2", "--dataset", "digits"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "skcce reproduce: error: table2 does not run on 'digits' (8x8 digits are too small for "
+        "VGG-4); choose from stl10, cifar10, cifar100-20, mnist, fashion-mnist"
+    ]
 
 
 # ----- bad input -----------------------------------------------------------------------------
