@@ -9,6 +9,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
+from scipy.special import xlogy
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -111,11 +112,16 @@ def mutual_information(proba: np.ndarray) -> float:
     clusters are used evenly (large :math:`H(\bar\sigma)`). A collapsed model has
     :math:`I \approx 0`; the maximum is :math:`\ln K`.
     """
-    p = np.clip(proba, 1e-300, 1.0)
-    mean = proba.mean(axis=0)
-    h_mean = -np.sum(np.where(mean > 0, mean * np.log(np.clip(mean, 1e-300, 1)), 0.0))
-    h_rows = -np.sum(proba * np.log(p), axis=1).mean()
-    return float(h_mean - h_rows)
+    n = proba.shape[0]
+    col = np.zeros(proba.shape[1])
+    h_rows = 0.0
+    for start in range(0, n, 65536):  # chunks: no (N, K) temporaries beside proba
+        block = proba[start : start + 65536]
+        col += block.sum(axis=0)
+        h_rows -= float(xlogy(block, block).sum())  # 0 log 0 = 0
+    mean = col / n
+    h_mean = -float(xlogy(mean, mean).sum())
+    return float(h_mean - h_rows / n)
 
 
 class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):

@@ -99,7 +99,9 @@ class Inputs:
             z = np.multiply(block, 1.0 / self.scale, dtype=np.float64)  # our own array
             z -= self.mean
             z /= self.std
-            return torch.from_numpy(z.astype(np.float32)).to(device=device)
+            with np.errstate(over="ignore"):  # far outside the fit's range: inf, which
+                z = z.astype(np.float32)  # predict_proba reports as such
+            return torch.from_numpy(z).to(device=device)
         if X.dtype != np.uint8 and self.scale != 1.0:
             work = np.float64 if block.dtype == np.float64 else np.float32
             block = np.multiply(block, 1.0 / self.scale, dtype=work)

@@ -199,7 +199,8 @@ def test_predict_far_outside_fit_range(fitted, blobs):
     X = blobs[0]
     _check_proba(fitted.predict_proba(X * np.float32(1e30)), len(X), 3)
     with pytest.raises(ValueError, match="not finite for rows .* check the scale of X"):
-        with np.errstate(over="ignore"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the error says it all: no RuntimeWarning
             fitted.predict_proba(X.astype(np.float64) * 1e300)
 
 
