@@ -23,7 +23,7 @@ torch.set_num_threads(1)
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # the float range each dtype can hold the draws in: (lowest, highest) decimal exponent
-EXPONENTS = {np.float16: (-3, 3), np.float32: (-20, 20), np.float64: (-20, 20), np.int64: (0, 12)}
+EXPONENTS = {np.float16: (-3, 2), np.float32: (-20, 20), np.float64: (-20, 20), np.int64: (0, 12)}
 
 
 @st.composite
@@ -145,7 +145,14 @@ def test_solver_reads_any_storage(case):
     assert Y.dtype == torch.float64 and Y.shape == P.shape
     assert bool(torch.isfinite(Y).all()) and bool((Y >= 0).all())
     torch.testing.assert_close(Y.sum(dim=1), torch.ones(len(P), dtype=torch.float64))
-    if storage != "half":  # the same float64 numbers: the same answer
-        ref = solve_pseudo_labels(P, lam=lam, max_iter=300)
+    if storage == "half":
+        return
+    ref = solve_pseudo_labels(P, lam=lam, max_iter=300)
+    if storage == "transposed":
+        # the same numbers in another memory order: reductions may round differently, so
+        # compare through the certificates: F(Y) - F* <= gap for both
+        bound = res.gap + ref.gap + 1e-12 * max(1.0, abs(ref.objective))
+        assert abs(res.objective - ref.objective) <= bound
+    else:  # copied into the same contiguous float64 tensor: the same answer, bit for bit
         torch.testing.assert_close(Y, ref.labels, rtol=0, atol=0)
         assert res.converged == ref.converged
