@@ -102,7 +102,7 @@ def make_mixture(n, d, n_centres=10, seed=0, chunk=65536):
     return X
 
 
-def child(method, n, d, threads):
+def child(method, n, d, threads, epochs=1, n_init=1):
     """Measure one estimator in this (fresh) process; print one JSON line."""
     import torch
 
@@ -114,7 +114,9 @@ def child(method, n, d, threads):
 
     X = make_mixture(n, d)
     if method == "cce":
-        est = CCEClustering(n_clusters=10, max_epochs=1, n_init=1, device="cpu", random_state=0)
+        est = CCEClustering(
+            n_clusters=10, max_epochs=epochs, n_init=n_init, device="cpu", random_state=0
+        )
     else:
         est = MiniBatchKMeans(n_clusters=10, random_state=0)
     # warm up on a slice (a view): lazy imports and the allocator's first pools are not
@@ -132,10 +134,10 @@ def child(method, n, d, threads):
     print(json.dumps(out))
 
 
-def measure(method, n, d, threads):
+def measure(method, n, d, threads, epochs=1, n_init=1):
     result = subprocess.run(
         [sys.executable, __file__, "--child", method, "--n", str(n), "--d", str(d),
-         "--threads", str(threads)],
+         "--threads", str(threads), "--max-epochs", str(epochs), "--n-init", str(n_init)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:
@@ -158,11 +160,14 @@ def main(argv=None):
     parser.add_argument("--target-gb", type=float, default=1.3)
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--max-epochs", type=int, default=1)
+    parser.add_argument("--check-n", type=int, default=200_000, help="rows of the epochs check")
+    parser.add_argument("--n-init", type=int, default=1)
     parser.add_argument("--child", choices=["cce", "minibatchkmeans"], help=argparse.SUPPRESS)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child, args.n, args.d, args.threads)
+        child(args.child, args.n, args.d, args.threads, args.max_epochs, args.n_init)
         return
 
     import torch
@@ -174,12 +179,17 @@ def main(argv=None):
     results = []
     for method in ("cce", "minibatchkmeans"):
         start = time.perf_counter()
-        results.append(measure(method, args.n, args.d, args.threads))
+        results.append(measure(method, args.n, args.d, args.threads, args.max_epochs, args.n_init))
         print(f"[{method}] {time.perf_counter() - start:.0f} s: {results[-1]}", flush=True)
+    checks = []  # does the peak grow with epochs and restarts? (smaller X, CCE only)
+    for epochs, n_init in ((1, 1), (3, 1), (1, 3)):
+        r = measure("cce", args.check_n, args.d, args.threads, epochs, n_init)
+        checks.append((epochs, n_init, r["fit"]["peak"] - r["fit"]["before"], r["fit"]["seconds"]))
+        print(f"[check] max_epochs={epochs} n_init={n_init}: {checks[-1]}", flush=True)
     load_after = _uptime()
 
     names = {
-        "cce": "CCEClustering(n_clusters=10, max_epochs=1, n_init=1)",
+        "cce": f"CCEClustering(n_clusters=10, max_epochs={args.max_epochs}, n_init={args.n_init})",
         "minibatchkmeans": "MiniBatchKMeans(n_clusters=10)",
     }
     array_mib = results[0]["array_mib"]
@@ -199,11 +209,11 @@ def main(argv=None):
         "before the phase (the array, the interpreter, torch); *peak*: the high-water mark "
         f"during it ({results[0]['rss_method']}); *growth* = peak - before, the memory the "
         f"phase itself needs on top of the array. Target for `fit`: growth at most "
-        f"{args.target_gb} GB ({args.target_gb * 1e9 / MIB:.0f} MiB). One epoch, one restart, "
-        f"{results[0]['threads']} torch thread: later epochs reuse the same per-batch buffers "
-        "(a batch of 250 rows and its pseudo-labels), so the peak does not grow with "
-        "`max_epochs`; `n_init` > 1 keeps one more (N, K) float64 array of probabilities "
-        f"({args.n * 10 * 8 / MIB:.0f} MiB here) for the best restart.",
+        f"{args.target_gb} GB ({args.target_gb * 1e9 / MIB:.0f} MiB). "
+        f"max_epochs={args.max_epochs}, n_init={args.n_init}, {results[0]['threads']} torch "
+        "thread, so that the run takes minutes: an epoch allocates nothing that outlives its "
+        "batch, so more epochs reuse the same memory; restarts add (N, K) float64 arrays of "
+        "probabilities (the check below).",
         "",
         "| estimator | phase | RSS before (MiB) | peak (MiB) | growth (MiB) "
         "| growth / array | peak - array (MiB) | time (s) |",
@@ -220,6 +230,7 @@ def main(argv=None):
             )
     ratio = growth["cce"] / max(growth["minibatchkmeans"], 1.0)
     target_mib = args.target_gb * 1e9 / MIB
+    proba_mib = args.n * 10 * 8 / MIB
     verdict = "within" if growth["cce"] <= target_mib else "ABOVE"
     whole = results[0]["fit"]["peak"] - array_mib
     whole_verdict = "within" if whole <= target_mib else "above"
@@ -229,10 +240,27 @@ def main(argv=None):
         f"{ratio:.2f}x MiniBatchKMeans's {growth['minibatchkmeans']:.0f} MiB, "
         f"{growth['cce'] / array_mib:.2f}x the array; the whole process less the array "
         f"(*peak - array*: interpreter, torch and all) is {whole:.0f} MiB, {whole_verdict} "
-        "the target. What remains is the (N, K) float64 "
-        "probabilities of the training data that `fit` keeps for `labels_` "
-        f"({args.n * 10 * 8 / MIB:.0f} MiB), chunk-sized temporaries of the streaming "
-        "normalisation (8 MB), and torch's allocator and model state.",
+        "the target. Of the growth, "
+        f"{proba_mib:.0f} MiB are the (N, K) float64 probabilities of the training data "
+        "from which `fit` takes `labels_` and the restart's score (`predict` grows by its "
+        f"output, the same array); the other {growth['cce'] - proba_mib:.0f} MiB hold the "
+        "streaming normalisation's chunks (8 MB of float64), the batches, the model and "
+        "torch's allocator.",
+    ]
+    lines += [
+        "",
+        f"Check on {args.check_n:,} rows (the same generator, {args.check_n * 10 * 8 / MIB:.0f} "
+        "MiB of (N, K) float64 probabilities), `fit` growth by settings:",
+        "",
+        "| max_epochs | n_init | growth (MiB) | time (s) |",
+        "|---:|---:|---:|---:|",
+        *(f"| {e} | {i} | {g:.0f} | {t:.1f} |" for e, i, g, t in checks),
+        "",
+        f"3 epochs instead of 1: {round(checks[1][2] - checks[0][2]):+d} MiB. 3 restarts "
+        f"instead of 1: {round(checks[2][2] - checks[0][2]):+d} MiB, "
+        f"{(checks[2][2] - checks[0][2]) / (args.check_n * 10 * 8 / MIB):.1f} (N, K) arrays: "
+        "`fit` keeps the best restart's probabilities, and the previous restart's are still "
+        "referenced while the next one is scored.",
     ]
     body = "\n".join(lines)
     print()
