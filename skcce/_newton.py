@@ -42,8 +42,20 @@ def _curvature(problem, w, Y):
     return H
 
 
+_STALL_WINDOW = 4  # iterations without halving the best gap so far: the ascent has stalled
+_STALL_RISE = 1e-4  # ... and raise the dual value by less than this fraction of its magnitude
+
+
 def newton(problem, w, *, tol, max_iter):
-    """Maximise the dual; returns (Y, w, value, gap, n_iter, converged)."""
+    """Maximise the dual; returns (Y, w, value, gap, n_iter, converged).
+
+    Returns early, not converged, when the ascent stalls: when ``_STALL_WINDOW`` iterations in a
+    row neither halve the best certified gap seen before them nor raise the dual value by
+    ``_STALL_RISE`` of its magnitude. This happens when a few rows
+    flip between two classes over a tiny range of ``w`` (nearly equal probabilities): the dual
+    is then almost kinked and its Hessian almost singular. The caller polishes the labels with
+    projected gradient descent (:func:`skcce.solvers.solve_pseudo_labels`).
+    """
     active = problem.active
     fixed = ~active  # reverse fairness: w_k = 0; forward: the class is excluded
     Y, psi = best_response(problem, w)
@@ -53,11 +65,18 @@ def newton(problem, w, *, tol, max_iter):
     n_iter = 0
     eye = torch.eye(problem.k, dtype=w.dtype, device=w.device)
     radius = 1.0 + float(w.abs().max())
+    best = [float(gap)]  # best certified gap after each iteration
+    duals = [float(q)]
     while True:
         if bool(torch.isfinite(value)) and bool(gap <= tol * problem.scale(value)):
             return Y, w, value, gap, n_iter, True
         if n_iter >= max_iter:
             return Y, w, value, gap, n_iter, False
+        if len(best) > _STALL_WINDOW:
+            before = best[-1 - _STALL_WINDOW]
+            rise = duals[-1] - duals[-1 - _STALL_WINDOW]
+            if best[-1] > 0.5 * before and rise < _STALL_RISE * max(abs(duals[-1]), 1.0):
+                return Y, w, value, gap, n_iter, False
         n_iter += 1
         s_dual = problem.dual_sums(w)
         g = torch.where(fixed, 0, s_dual - Y.sum(dim=0))
@@ -83,6 +102,11 @@ def newton(problem, w, *, tol, max_iter):
             if bool(torch.isfinite(qn)) and bool(qn >= q + 1e-4 * t * slope):
                 accepted = True
                 break
+            # a trial point that is certified optimal ends the search even when rounding in q
+            # (terms of order lam) hides the ascent from the Armijo test
+            vn = problem.objective(Yn)
+            if bool(torch.isfinite(vn)) and bool(vn - qn <= tol * problem.scale(vn)):
+                return Yn, wn, vn, vn - qn, n_iter, True
             t *= 0.5
         if not accepted:  # no ascent possible at working precision
             return Y, w, value, gap, n_iter, False
@@ -94,3 +118,5 @@ def newton(problem, w, *, tol, max_iter):
         w, Y, q = wn, Yn, qn
         value = problem.objective(Y)
         gap = value - q
+        best.append(min(best[-1], float(gap)))
+        duals.append(float(q))
