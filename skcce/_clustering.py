@@ -640,6 +640,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.labels_ = labels
         self.train_score_ = score
         empty = np.setdiff1d(np.arange(self.n_clusters), labels)
+        prior = self._check_prior()
+        if prior is not None:  # a cluster of zero prior is meant to stay empty
+            empty = empty[prior[empty] > 0]
         if empty.size:
             warnings.warn(
                 f"{empty.size} of {self.n_clusters} clusters are empty after fit "
