@@ -495,6 +495,9 @@ def train(
         raise TrainingInterrupted(done[1]) from None
     finally:
         restore()
+        # drop the DDP wrapper now: an exception's traceback keeps this frame alive, and a
+        # wrapper destroyed later (after destroy_process_group) can abort the process
+        model = None  # noqa: F841
         if bar is not None:
             bar.close()
     return history

@@ -6,6 +6,7 @@ the training engine's code path and fits CCEClustering; the test compares their 
 the same computations in one process. Also: GridSearchCV with joblib's loky workers.
 """
 
+import gc
 import os
 import socket
 import subprocess
@@ -110,6 +111,8 @@ def _worker(rank, port, out):
             os.path.join(out, f"rank{rank}.pt"),
         )
     finally:
+        gc.collect()  # no DDP wrapper may outlive the process group
+        dist.barrier()  # tear down together: a rank that leaves early takes the store along
         dist.destroy_process_group()
 
 
