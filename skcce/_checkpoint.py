@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 
 import numpy as np
 import torch
+
+from skcce._io import atomic_write
 
 FORMAT = 1
 
@@ -91,33 +92,8 @@ def load(path) -> dict | None:
 
 
 def save(path, state: dict) -> None:
-    """Write ``state`` to ``path`` atomically (temporary file, fsync, :func:`os.replace`)."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".skcce-ckpt-", suffix=".tmp", dir=folder)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a checkpoint is a normal file
-        with os.fdopen(fd, "wb") as fh:
-            torch.save({**state, "format": FORMAT}, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    """Write ``state`` to ``path`` atomically (:func:`skcce._io.atomic_write`)."""
+    atomic_write(path, lambda fh: torch.save({**state, "format": FORMAT}, fh), binary=True)
 
 
 def cpu_state(module: torch.nn.Module) -> dict:

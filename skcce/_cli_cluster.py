@@ -14,8 +14,9 @@ import argparse
 import csv
 import os
 import sys
-import tempfile
 import warnings
+
+from skcce._io import atomic_write
 
 __all__ = ["IMAGE_EXTENSIONS", "add_cluster_parser", "cluster_main", "find_images", "run_cluster"]
 
@@ -317,22 +318,8 @@ def _write_rows(handle, paths, labels, confidence):
 
 
 def _write_csv(out, paths, labels, confidence):
-    """Write the CSV atomically: a temporary file in the same folder, then ``os.replace``."""
+    """Write the CSV atomically (:func:`skcce._io.atomic_write`), or to stdout for ``-``."""
     if out == "-":
         _write_rows(sys.stdout, paths, labels, confidence)
         return
-    folder = os.path.dirname(os.path.abspath(out))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".skcce-", suffix=".csv.tmp")
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
-            _write_rows(handle, paths, labels, confidence)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(out, lambda handle: _write_rows(handle, paths, labels, confidence))

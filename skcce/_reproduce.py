@@ -38,13 +38,13 @@ import os
 import platform
 import socket
 import sys
-import tempfile
 import time
 import warnings
 
 import numpy as np
 
 from skcce._cli_cluster import _check_output, _CommandError, _one_line, _positive_int
+from skcce._io import atomic_write
 
 __all__ = ["PAPER_RESULTS", "add_reproduce_parser", "method_specs", "run_reproduce"]
 
@@ -513,23 +513,9 @@ def _hardware(device):
 
 
 def _write_json(out, payload):
-    """Write ``payload`` atomically: a temporary file in the same folder, then ``os.replace``."""
+    """Write ``payload`` as JSON atomically (:func:`skcce._io.atomic_write`)."""
     text = json.dumps(payload, indent=2) + "\n"
-    folder = os.path.dirname(os.path.abspath(out))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".skcce-", suffix=".json.tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(out, lambda handle: handle.write(text))
 
 
 def _fmt(mean, std):

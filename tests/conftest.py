@@ -1,13 +1,25 @@
 """Shared test configuration.
 
-Hypothesis runs derandomized by default (the same examples on every run, so CI is
-reproducible); set ``HYPOTHESIS_PROFILE=explore`` to search with fresh random examples.
+Every test runs with one torch thread (small tensors: one thread is fastest and does not fight
+other processes for the cores). Hypothesis runs derandomized by default (the same examples on
+every run, so CI is reproducible); set ``HYPOTHESIS_PROFILE=explore`` to search with fresh
+random examples.
 """
 
 import os
 
+import pytest
+import torch
 from hypothesis import settings
 
 settings.register_profile("default-ci", derandomize=True, deadline=None)
 settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default-ci"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

@@ -21,13 +21,6 @@ ALL_METHODS = ["cce-a", "cce-b", "kmeans", "shannon-a", "shannon-b", "reverse-a"
 ALL_METHODS.append("sela")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 
 def write_idx(path, array):
     """An uncompressed IDX file (the MNIST format) holding a uint8 array."""

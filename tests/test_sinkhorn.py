@@ -14,14 +14,6 @@ from skcce.solvers import METHODS, resolve_method, solve_pseudo_labels
 D = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: one torch thread is fastest and does not fight other processes."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 
 def random_probs(n, k, seed, scale=3.0, dtype=D):
     g = torch.Generator().manual_seed(seed)
