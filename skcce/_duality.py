@@ -33,9 +33,13 @@ solver in the tests.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+from skcce._response_np import collision_response
 from skcce.losses import _kl_term, row_cross_entropy
+
+_NUMPY_MAX_K = 64  # above this the walk's K passes beat the candidate check's fallbacks
 
 
 class Problem:
@@ -58,6 +62,7 @@ class Problem:
         self.loss = loss
         self.n, self.k = probs.shape
         self.active = prior > 0
+        self.prior_np = prior.detach().double().cpu().numpy()
 
     def objective(self, Y: torch.Tensor) -> torch.Tensor:
         """F(Y) as a scalar tensor (may be +inf)."""
@@ -116,6 +121,8 @@ class Problem:
 def best_response(problem: Problem, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact minimiser Y (N, K) and values psi (N,) of min_y H(y, sigma_i) - w'y per row."""
     if problem.loss == "collision":
+        if problem.probs.device.type == "cpu" and problem.k <= _NUMPY_MAX_K:
+            return _collision_response_cpu(problem.probs, w, problem.active, problem.fairness)
         return _collision_response(problem.probs, w, problem.active, problem.fairness)
     if problem.loss == "shannon":
         return _shannon_response(problem.probs, w, problem.active, problem.fairness)
@@ -127,6 +134,17 @@ def _masked_w(w, active, fairness):
     if fairness == "forward":
         return torch.where(active, w, torch.full_like(w, -torch.inf))
     return w
+
+
+def _collision_response_cpu(sigma, w, active, fairness):
+    # NumPy candidates checked exactly (skcce._response_np); the walk for the rows that fail
+    wm = _masked_w(w, active, fairness)
+    Y, psi, bad = collision_response(sigma.detach().numpy(), wm.detach().numpy())
+    Y, psi = torch.from_numpy(Y), torch.from_numpy(psi)
+    if bad.any():
+        idx = torch.from_numpy(np.flatnonzero(bad))
+        Y[idx], psi[idx] = _collision_response(sigma[idx], w, active, fairness)
+    return Y, psi
 
 
 def _collision_response(sigma, w, active, fairness):

@@ -8,7 +8,9 @@ Given predictions ``probs`` :math:`\sigma` (N, K), :func:`solve_pseudo_labels` m
 
 ``"newton"`` (default for the collision and reverse losses)
     Semismooth Newton on the K-dimensional concave dual (:mod:`skcce._newton`); the labels are
-    the exact row best responses to the dual variables.
+    the exact row best responses to the dual variables or, for the collision loss, the best
+    convex combination of recent ones (:mod:`skcce._master`), which is what an optimum at a kink
+    of the dual needs.
 ``"em"``
     The paper's Algorithm 1 inner loop: E-step :math:`S_{ik} = y_{ik}/\sum_j y_{jk}` and the exact
     M-step of Theorem 1 / section 3 (safeguarded Newton on the scalar ``x``), warm-started from
@@ -32,6 +34,7 @@ the optimum; it is never set on an objective-decrease heuristic.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -366,14 +369,15 @@ def solve_pseudo_labels(
             # better of Newton's labels and the start, and keep the better certificate.
             # (mixing in a little of the prior keeps every active cluster non-empty, where
             # both fairness terms have a finite gradient)
-            start = 0.999 * Y + 0.001 * problem.prior if bool(torch.isfinite(value)) else Y0
+            start = 0.999 * Y + 0.001 * problem.prior if math.isfinite(value) else Y0
             Y2, value2, gap2, n_more, ok2 = _iterate(problem, start, "pgd", tol, fallback_iter)
             n_iter += n_more
-            if ok2 or not bool(torch.isfinite(value)) or bool(gap2 < gap):
+            if ok2 or not math.isfinite(value) or float(gap2) < gap:
                 Y, value, gap, ok = Y2, value2, gap2, ok2
     else:
         Y, value, gap, n_iter, ok = _iterate(problem, Y0, method, tol, max_iter)
     gap = float(gap)
     if gap != gap:  # inf - inf: the optimum itself is infinite (e.g. an impossible prior)
         gap = float("inf")
+    gap = max(gap, 0.0)  # rounding can put the dual bound a hair above F(Y)
     return PseudoLabelResult(Y, float(value), gap, n_iter, bool(ok), method)

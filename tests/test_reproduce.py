@@ -21,7 +21,6 @@ ALL_METHODS = ["cce-a", "cce-b", "kmeans", "shannon-a", "shannon-b", "reverse-a"
 ALL_METHODS.append("sela")
 
 
-
 def write_idx(path, array):
     """An uncompressed IDX file (the MNIST format) holding a uint8 array."""
     array = np.ascontiguousarray(array, dtype=np.uint8)

@@ -14,7 +14,6 @@ from skcce.solvers import METHODS, resolve_method, solve_pseudo_labels
 D = torch.float64
 
 
-
 def random_probs(n, k, seed, scale=3.0, dtype=D):
     g = torch.Generator().manual_seed(seed)
     return torch.softmax(scale * torch.randn(n, k, generator=g, dtype=D), dim=1).to(dtype)
