@@ -10,8 +10,9 @@ strictly between :math:`\sigma_a` and :math:`\sigma_b`.
 This path tries the vertices and edges among each row's ``_TOP`` best vertices
 (largest :math:`\ln\sigma_k + w_k`), then checks the candidate exactly with the optimality
 conditions :math:`\sigma_j / x + w_j \le \sigma_a / x + w_a` for every class ``j`` and every
-class ``a`` in the support. Rows that fail the check (rare) are solved by the general
-envelope walk of :mod:`skcce._duality`. The result is therefore exact; this path only saves
+class ``a`` in the support. Rows that fail the check retry with every pair of classes (K up to
+``_ALL_PAIRS_MAX_K``); any still failing are solved by the general envelope walk of
+:mod:`skcce._duality`. The result is therefore exact; this path only saves
 PyTorch's per-operation overhead, which dominates at mini-batch sizes (N = 250, K = 10).
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 _TOP = 3
+_ALL_PAIRS_MAX_K = 24  # rows failing the check retry with every pair of classes up to this K
 _PAIRS = {}
 
 
@@ -44,6 +46,20 @@ def collision_response(sigma, wm):
         cols = np.argpartition(-V, m - 1, axis=1)[:, :m]
     else:
         cols = np.broadcast_to(np.arange(k), (n, k))
+    Y = _candidates(sigma, wm, V, cols)
+    psi, bad = _check(sigma, wm, Y)
+    if bad.any() and m < k <= _ALL_PAIRS_MAX_K:
+        # every pair for the rows whose optimal edge is not among their best vertices
+        idx = np.flatnonzero(bad)
+        sub = _candidates(sigma[idx], wm, V[idx], np.broadcast_to(np.arange(k), (idx.size, k)))
+        Y[idx] = sub
+        psi[idx], bad[idx] = _check(sigma[idx], wm, sub)
+    return Y, psi, bad
+
+
+def _candidates(sigma, wm, V, cols):
+    """Best vertex or edge among the classes ``cols`` (N, m) of each row."""
+    n, m = cols.shape
     rows = np.arange(n)
     Sc = np.take_along_axis(sigma, cols, axis=1)
     wc = wm[cols]
@@ -72,14 +88,17 @@ def collision_response(sigma, wm):
             Y[r] = 0.0
             Y[r, cols[r, I[pe]]] = th
             Y[r, cols[r, J[pe]]] += 1.0 - th
-    # exact optimality check of every row's candidate against all K classes
+    return Y
+
+
+def _check(sigma, wm, Y):
+    """Row values of ``Y`` and the rows that fail the optimality conditions."""
     x = (Y * sigma).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         G = sigma / x[:, None] + wm
         support = np.where(Y > 0, G, np.inf).min(axis=1)
-        scale = 1.0 + np.abs(support)
-        tol = 64 * np.finfo(sigma.dtype).eps * scale
+        tol = 64 * np.finfo(sigma.dtype).eps * (1.0 + np.abs(support))
         bad = ~(G.max(axis=1) <= support + tol) | ~(x > 0)
         wy = (Y * np.where(np.isfinite(wm), wm, 0.0)).sum(axis=1)
         psi = -np.log(x) - wy
-    return Y, psi, bad
+    return psi, bad
