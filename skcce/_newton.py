@@ -100,7 +100,10 @@ def smoothed_start(problem, w, log_probs, taus=_START_TAUS, max_iter=_START_ITER
             H = H + torch.diag(problem.fairness_curvature(w, s_dual))
             H = torch.where(fixed[:, None] | fixed[None, :], eye, H)
             H = H + eye * (1e-12 * H.diagonal().abs().max().clamp_min(1e-300))
-            step = torch.linalg.solve(H, g)
+            try:
+                step = torch.linalg.solve(H, g)
+            except torch.linalg.LinAlgError:  # singular at working precision: keep this w
+                return w
             t = 1.0
             if problem.fairness == "reverse":  # keep w > 0
                 shrink = torch.where(active & (step < 0), -w / step.clamp_max(-1e-300), torch.inf)
@@ -143,7 +146,9 @@ def newton(problem, w, *, tol, max_iter):
         if problem.fairness == "forward":
             log_probs = torch.where(active, log_probs, -torch.inf)
         if problem.lam >= _START_LAM * problem.n:
-            w = smoothed_start(problem, w, log_probs)
+            # in float64 whatever the input: at large lam the smoothed Hessian adds terms of very
+            # different sizes, which float32 rounds into a singular matrix
+            w = smoothed_start(problem, w.double(), log_probs.double()).to(w.dtype)
     Y, psi = best_response(problem, w)
     q = float(problem.dual_value(w, psi))
     bY, bv, bq = Y, float(problem.objective(Y)), q
@@ -188,7 +193,10 @@ def newton(problem, w, *, tol, max_iter):
             H = H + _smoothed_curvature(log_probs, wm, tau)
         H = torch.where(fixed[:, None] | fixed[None, :], eye, H)
         H = H + eye * (1e-12 * H.diagonal().abs().max().clamp_min(1e-300))
-        step = torch.linalg.solve(H, g)
+        try:
+            step = torch.linalg.solve(H, g)
+        except torch.linalg.LinAlgError:  # singular at working precision: let PGD polish
+            return bY, w, bv, bv - bq, n_iter, False
         # trust region on the step (max-norm): when few rows sit on edges the Hessian is
         # nearly singular (large lambda: an LP-like dual) and the raw Newton step is huge.
         size = float(step.abs().max())
