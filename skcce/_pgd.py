@@ -21,7 +21,10 @@ def project_simplex(V: torch.Tensor) -> torch.Tensor:
     cond = U - css / idx > 0
     rho = k - 1 - cond.flip(1).to(torch.int8).argmax(dim=1, keepdim=True)
     theta = css.gather(1, rho) / (rho + 1).to(V.dtype)
-    return (V - theta).clamp_min(0)
+    out = (V - theta).clamp_min(0)
+    # with large entries (lam >> 1 in float32) the cumulative sum loses the row total by more
+    # than rounding: put the rows back on the simplex (the row maximum is always positive)
+    return out / out.sum(dim=1, keepdim=True)
 
 
 def gradient(problem, Y: torch.Tensor) -> torch.Tensor:

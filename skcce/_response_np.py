@@ -73,7 +73,7 @@ def _candidates(sigma, wm, V, cols):
         SI, SJ = Sc[:, I], Sc[:, J]
         ds = SI - SJ
         wd = wc[:, J] - wc[:, I]
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             x = ds / wd
             ok = (x > np.minimum(SI, SJ)) & (x < np.maximum(SI, SJ)) & np.isfinite(wd)
             xs = np.where(ok, x, 1.0)
@@ -94,7 +94,7 @@ def _candidates(sigma, wm, V, cols):
 def _check(sigma, wm, Y):
     """Row values of ``Y`` and the rows that fail the optimality conditions."""
     x = (Y * sigma).sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         G = sigma / x[:, None] + wm
         support = np.where(Y > 0, G, np.inf).min(axis=1)
         tol = 64 * np.finfo(sigma.dtype).eps * (1.0 + np.abs(support))
