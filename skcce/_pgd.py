@@ -22,9 +22,13 @@ def project_simplex(V: torch.Tensor) -> torch.Tensor:
     rho = k - 1 - cond.flip(1).to(torch.int8).argmax(dim=1, keepdim=True)
     theta = css.gather(1, rho) / (rho + 1).to(V.dtype)
     out = (V - theta).clamp_min(0)
-    # with large entries (lam >> 1 in float32) the cumulative sum loses the row total by more
-    # than rounding: put the rows back on the simplex (the row maximum is always positive)
-    return out / out.sum(dim=1, keepdim=True)
+    # with large entries (lam >> 1 in float32) the cumulative sum can lose a row's total by far
+    # more than rounding: put such rows back on the simplex (their maximum is positive)
+    total = out.sum(dim=1, keepdim=True)
+    off = (total - 1).abs() > 16 * torch.finfo(V.dtype).eps
+    if bool(off.any()):
+        out = torch.where(off, out / total, out)
+    return out
 
 
 def gradient(problem, Y: torch.Tensor) -> torch.Tensor:
