@@ -126,9 +126,11 @@ def smoothed_start(problem, w, log_probs, taus=_START_TAUS, max_iter=_START_ITER
 def newton(problem, w, *, tol, max_iter):
     """Maximise the dual; returns (Y, w, value, gap, n_iter, converged).
 
-    Each iteration takes one Newton step on the dual (accepted when it raises ``q``; otherwise
-    the trust region shrinks). For the collision loss it then (i) solves the restricted master
-    problem of :mod:`skcce._master` over the recent best responses, the best labels so far, and
+    Each iteration takes one Newton step on the dual with an Armijo backtracking line search
+    (after ``_BACKTRACK`` halvings without ascent the trust region shrinks instead); every trial
+    point's labels and dual value update the bounds. For the collision loss it then (i) solves
+    the restricted master problem of :mod:`skcce._master` over the recent best responses and
+    the best labels so far, and
     (ii) evaluates the dual at the multiplier those labels imply (``problem.initial_w``), which
     becomes the next iterate when it is better. The certificate is the best primal value seen
     minus the best dual value seen (both are valid bounds).
