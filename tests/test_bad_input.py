@@ -19,8 +19,6 @@ from sklearn.metrics import adjusted_rand_score
 from skcce import CCEClustering
 from skcce.solvers import solve_pseudo_labels
 
-torch.set_num_threads(1)
-
 FAST = dict(max_epochs=2, n_init=1, batch_size=64, random_state=0)
 DEEP = dict(
     model="vgg4",

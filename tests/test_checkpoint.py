@@ -15,8 +15,6 @@ from skcce import CCEClustering, _checkpoint
 from skcce._checkpoint import CheckpointMismatchError
 from skcce._training import FitInterruptedWarning
 
-torch.set_num_threads(1)
-
 FAST = dict(n_clusters=3, max_epochs=3, n_init=2, batch_size=64, random_state=0)
 INTERRUPT = dict(FAST, max_epochs=4, n_init=1)
 N_BATCHES = 5  # 300 rows / 64

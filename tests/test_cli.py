@@ -5,11 +5,8 @@ import sys
 
 import numpy as np
 import sklearn.datasets
-import torch
 
 from skcce.cli import build_parser, main
-
-torch.set_num_threads(1)
 
 
 def test_parser_has_subcommands():

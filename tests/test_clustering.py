@@ -21,8 +21,6 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skcce import CCEClustering
 
-torch.set_num_threads(1)
-
 FAST = dict(max_epochs=3, n_init=1, batch_size=64)
 
 

@@ -8,12 +8,9 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 
 from skcce import CCEClustering
 from skcce.datasets import DEBIAN_FASHION_MNIST_DIR, load_dataset
-
-torch.set_num_threads(1)
 
 TINY = dict(
     model="vgg4",

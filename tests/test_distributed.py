@@ -22,8 +22,6 @@ from sklearn.model_selection import GridSearchCV
 from skcce import CCEClustering, _checkpoint
 from skcce._distributed import Context, resolve
 
-torch.set_num_threads(1)
-
 WORLD = 2
 # 301 rows, global batches of 75: shards of 38 / 37 rows, and a last batch of 1 row that
 # leaves rank 1 an empty shard

@@ -18,8 +18,6 @@ from sklearn.exceptions import ConvergenceWarning
 from skcce import CCEClustering
 from skcce.solvers import solve_pseudo_labels
 
-torch.set_num_threads(1)
-
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # the float range each dtype can hold the draws in: (lowest, highest) decimal exponent
