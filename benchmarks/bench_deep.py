@@ -50,7 +50,7 @@ from _report import machine_lines, update_section  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
 from skcce._clustering import resolve_device  # noqa: E402
-from skcce._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
+from skcce.cli._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
 from skcce.datasets import load_dataset  # noqa: E402
 from skcce.metrics import clustering_accuracy  # noqa: E402
 from skcce.models import get_preset  # noqa: E402
@@ -168,7 +168,7 @@ def run_cce(X, y, kwargs, seeds, k):
     Returns
     -------
     row : dict
-        :func:`skcce._compare.evaluate`'s summary row.
+        :func:`skcce.cli._compare.evaluate`'s summary row.
     per_seed : list of dict
         ``seed``, ``acc``, ``nmi``, ``ari``, ``samples_per_s`` and ``train_s`` (training
         epochs of the kept restart), ``wall_s`` (the whole fit, all restarts, plus scoring),

@@ -91,7 +91,7 @@ import torch
 torch.set_num_threads({threads})
 sys.path.insert(0, {root!r})
 from skcce._feature_extraction import FeatureExtractor
-from skcce._cli_cluster import find_images
+from skcce.cli.cluster import find_images
 
 PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / 2**20
 

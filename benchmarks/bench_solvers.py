@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import skcce._newton as _newton
+import skcce.solvers._newton as _newton
 from skcce.solvers import solve_pseudo_labels
 
 START, END = "<!-- bench_solvers:start -->", "<!-- bench_solvers:end -->"

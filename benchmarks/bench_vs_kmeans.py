@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import machine_lines, update_section  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
-from skcce._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
+from skcce.cli._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
 from skcce.cli import _load_fashion_mnist  # noqa: E402
 
 

@@ -2,6 +2,9 @@
 
 from skcce._clustering import CCEClustering
 from skcce._feature_extraction import FeatureExtractor
+from skcce._legacy import install as _install_legacy_paths
+
+_install_legacy_paths()
 
 __version__ = "0.1.0"
 

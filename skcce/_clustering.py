@@ -16,10 +16,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from skcce import _checkpoint
-from skcce._distributed import local_device
-from skcce._distributed import resolve as resolve_distributed
-from skcce._training import (
+from skcce._engine import _checkpoint
+from skcce._engine._distributed import local_device
+from skcce._engine._distributed import resolve as resolve_distributed
+from skcce._engine._train import (
     FitInterruptedWarning,
     TrainConfig,
     TrainingInterrupted,
@@ -217,7 +217,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         data parallelism rank 0 writes it). When the file exists, ``fit`` resumes from it
         and reaches the same model as an uninterrupted run; a checkpoint of a finished fit
         is loaded without training. A checkpoint written with other settings or other data
-        raises ``skcce._checkpoint.CheckpointMismatchError`` (a ``ValueError``) naming the
+        raises ``skcce._engine._checkpoint.CheckpointMismatchError`` (a ``ValueError``) naming the
         differences: delete it, or pass another path, to start afresh.
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffling and restarts through a local ``torch.Generator``

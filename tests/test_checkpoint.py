@@ -12,8 +12,8 @@ import torch
 from sklearn.datasets import make_blobs
 
 from skcce import CCEClustering, _checkpoint
-from skcce._checkpoint import CheckpointMismatchError
-from skcce._training import FitInterruptedWarning
+from skcce._engine._checkpoint import CheckpointMismatchError
+from skcce._engine._train import FitInterruptedWarning
 
 FAST = dict(n_clusters=3, max_epochs=3, n_init=2, batch_size=64, random_state=0)
 INTERRUPT = dict(FAST, max_epochs=4, n_init=1)

@@ -1,4 +1,4 @@
-"""Tests for ``skcce cluster`` (skcce._cli_cluster). No downloads: ``--no-pretrained``."""
+"""Tests for ``skcce cluster`` (skcce.cli.cluster). No downloads: ``--no-pretrained``."""
 
 import argparse
 import csv
@@ -11,7 +11,7 @@ import torch
 Image = pytest.importorskip("PIL.Image")
 pytest.importorskip("timm")
 
-from skcce._cli_cluster import add_cluster_parser, cluster_main, find_images  # noqa: E402
+from skcce.cli.cluster import add_cluster_parser, cluster_main, find_images  # noqa: E402
 
 FAST = ["--model", "test_resnet", "--no-pretrained", "--image-size", "32", "--device", "cpu"]
 

@@ -20,7 +20,7 @@ from sklearn.datasets import make_blobs
 from sklearn.model_selection import GridSearchCV
 
 from skcce import CCEClustering, _checkpoint
-from skcce._distributed import Context, resolve
+from skcce._engine._distributed import Context, resolve
 
 WORLD = 2
 # 301 rows, global batches of 75: shards of 38 / 37 rows, and a last batch of 1 row that
@@ -44,7 +44,7 @@ def _global_probs():
 
 
 def _pseudo_label_config():
-    from skcce._training import TrainConfig
+    from skcce._engine._train import TrainConfig
 
     return TrainConfig(
         n_clusters=K, lam=30.0, fairness="reverse", loss="collision", prior=None,
@@ -59,7 +59,7 @@ def _worker(rank, port, out):
     """One rank: the pseudo-labels of one global batch, then a fit (results saved to out)."""
     import torch.distributed as dist
 
-    from skcce._training import pseudo_labels
+    from skcce._engine._train import pseudo_labels
 
     torch.set_num_threads(1)
     dist.init_process_group(
@@ -156,7 +156,7 @@ def test_shards_partition_every_global_batch():
 
 
 def test_global_batch_pseudo_labels_equal_one_process(ddp_run):
-    from skcce._training import pseudo_labels
+    from skcce._engine._train import pseudo_labels
 
     _, ranks = ddp_run
     cfg = _pseudo_label_config()
@@ -201,7 +201,7 @@ def test_ddp_resume_reaches_the_uninterrupted_ddp_model(ddp_run):
 
 
 def test_sync_batchnorm_swap_shares_state_and_restores():
-    from skcce._distributed import swap_sync_batchnorm
+    from skcce._engine._distributed import swap_sync_batchnorm
 
     bn2, bn1 = torch.nn.BatchNorm2d(4), torch.nn.BatchNorm1d(3)
     net = torch.nn.Sequential(

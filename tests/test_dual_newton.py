@@ -8,8 +8,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skcce._duality import Problem, _collision_response, _collision_response_cpu
-from skcce._master import ColumnPool
+from skcce.solvers._duality import Problem, _collision_response, _collision_response_cpu
+from skcce.solvers._master import ColumnPool
 from skcce.solvers import solve_pseudo_labels
 
 D = torch.float64
@@ -139,7 +139,7 @@ def test_large_lam_float32_tie_does_not_raise(dtype):
 def test_simplex_projection_keeps_rows_on_simplex_in_float32():
     """PGD's projection with entries of order 1e5 (lam = 1e6 gradients) in float32: the sorted
     cumulative sum loses a row's total by far more than rounding unless rows are renormalised."""
-    from skcce._pgd import project_simplex
+    from skcce.solvers._pgd import project_simplex
 
     g = torch.Generator().manual_seed(0)
     V = 1e5 * torch.randn(64, 6, generator=g) + torch.rand(64, 6, generator=g)

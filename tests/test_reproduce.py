@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-import skcce._reproduce as reproduce
+import skcce.cli.reproduce as reproduce
 import skcce.datasets
 from skcce._feature_extraction import WeightsUnavailableError
 from skcce.cli import main

@@ -1,4 +1,4 @@
-"""Tests for the SeLa baseline pseudo-labels (``method="sinkhorn"``, skcce._sinkhorn)."""
+"""Tests for the SeLa baseline pseudo-labels (``method="sinkhorn"``, skcce.solvers._sinkhorn)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from skcce._sinkhorn import sinkhorn_objective
+from skcce.solvers._sinkhorn import sinkhorn_objective
 from skcce.solvers import METHODS, resolve_method, solve_pseudo_labels
 
 D = torch.float64

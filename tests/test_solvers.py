@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skcce._em import MSTEPS, e_step, mstep_collision
+from skcce.solvers._em import MSTEPS, e_step, mstep_collision
 from skcce.losses import pseudo_label_objective
 from skcce.solvers import solve_pseudo_labels
 

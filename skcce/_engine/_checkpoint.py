@@ -20,7 +20,7 @@ import os
 import numpy as np
 import torch
 
-from skcce._io import atomic_write
+from skcce._engine._io import atomic_write
 
 FORMAT = 1
 
@@ -92,7 +92,7 @@ def load(path) -> dict | None:
 
 
 def save(path, state: dict) -> None:
-    """Write ``state`` to ``path`` atomically (:func:`skcce._io.atomic_write`)."""
+    """Write ``state`` to ``path`` atomically (:func:`skcce._engine._io.atomic_write`)."""
     atomic_write(path, lambda fh: torch.save({**state, "format": FORMAT}, fh), binary=True)
 
 
@@ -157,7 +157,7 @@ class Saver:
             save(self.path, {"fingerprint": self.fingerprint, "seeds": self.seeds, **fields})
 
     def epoch(self, run, best):
-        """The ``on_epoch_end`` hook of :func:`skcce._training.train` for restart ``run``."""
+        """The ``on_epoch_end`` hook of :func:`skcce._engine._train.train` for restart ``run``."""
         if not self.write:
             return None
         finished = self._best(best)

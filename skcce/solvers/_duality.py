@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from skcce._response_np import collision_response
+from skcce.solvers._response_np import collision_response
 from skcce.losses import _kl_term, row_cross_entropy
 
 _NUMPY_MAX_K = 64  # above this the walk's K passes beat the candidate check's fallbacks
@@ -137,7 +137,7 @@ def _masked_w(w, active, fairness):
 
 
 def _collision_response_cpu(sigma, w, active, fairness):
-    # NumPy candidates checked exactly (skcce._response_np); the walk for the rows that fail
+    # NumPy candidates checked exactly (skcce.solvers._response_np); the walk for the rows that fail
     wm = _masked_w(w, active, fairness)
     Y, psi, bad = collision_response(sigma.detach().numpy(), wm.detach().numpy())
     Y, psi = torch.from_numpy(Y), torch.from_numpy(psi)

@@ -16,7 +16,7 @@ part of it that depends on the network). It is what keeps a linear head on raw p
 collapsing into a few clusters (docs: user guide, "network loss").
 
 Batches are copied from the user's array and moved to the device one at a time. Under data
-parallelism (:mod:`skcce._distributed`) ``batch_size`` is the global batch: every rank trains on
+parallelism (:mod:`skcce._engine._distributed`) ``batch_size`` is the global batch: every rank trains on
 its shard of it, the pseudo-labels are solved for the whole batch, and the loss is scaled so that
 DDP's averaged gradient is the one-process gradient. :func:`train` can resume from a checkpoint
 state and, with one process, turns Ctrl-C into :class:`TrainingInterrupted` at the end of the
@@ -349,8 +349,8 @@ def train(
     on_epoch : callable, optional
         ``on_epoch(event, epoch)`` with ``"begin"`` and ``"end"`` around every epoch (the
         estimator forwards it to scikit-learn's callback API).
-    ctx : skcce._distributed.Context, optional
-        Data-parallel context (default: one process). See :mod:`skcce._distributed`.
+    ctx : skcce._engine._distributed.Context, optional
+        Data-parallel context (default: one process). See :mod:`skcce._engine._distributed`.
     start : dict, optional
         Resume point: ``{"epoch": e, "history": [...], "optimizer": state_dict}``; the caller
         has already restored the module's weights and the generator's state at the end of
@@ -369,8 +369,8 @@ def train(
     FloatingPointError
         The epoch's training loss is not finite.
     """
-    from skcce._checkpoint import cpu_state
-    from skcce._distributed import Context
+    from skcce._engine._checkpoint import cpu_state
+    from skcce._engine._distributed import Context
 
     ctx = ctx or Context()
     device = cfg.device

@@ -17,7 +17,7 @@ image of the dataset (train + test splits, the data the model was fitted on), re
 mean (std) in percent beside the paper's numbers. ``--baselines`` adds, on the same inputs
 and seeds: KMeans(n_init=10), self-labeling with Shannon's and with the reverse
 cross-entropy (same fairness variants), and SeLa (Sinkhorn–Knopp equipartition,
-``solver="sinkhorn"``, see :mod:`skcce._sinkhorn`).
+``solver="sinkhorn"``, see :mod:`skcce.solvers._sinkhorn`).
 
 CPU-only extras, not in the paper and needing no download: ``--dataset fashion-mnist`` (the
 Debian package ``dataset-fashion-mnist``) — for ``table1`` a linear head on the raw pixels
@@ -43,8 +43,8 @@ import warnings
 
 import numpy as np
 
-from skcce._cli_cluster import _check_output, _CommandError, _one_line, _positive_int
-from skcce._io import atomic_write
+from skcce.cli.cluster import _check_output, _CommandError, _one_line, _positive_int
+from skcce._engine._io import atomic_write
 
 __all__ = ["PAPER_RESULTS", "add_reproduce_parser", "method_specs", "run_reproduce"]
 
@@ -107,7 +107,7 @@ def method_specs(baselines: bool) -> list[dict]:
 
     Examples
     --------
-    >>> from skcce._reproduce import method_specs
+    >>> from skcce.cli.reproduce import method_specs
     >>> [m["key"] for m in method_specs(False)]
     ['cce-a', 'cce-b']
     >>> [m["key"] for m in method_specs(True)][2:]
@@ -186,7 +186,7 @@ def add_reproduce_parser(subparsers):
     Examples
     --------
     >>> import argparse
-    >>> from skcce._reproduce import add_reproduce_parser
+    >>> from skcce.cli.reproduce import add_reproduce_parser
     >>> parser = argparse.ArgumentParser(prog="skcce")
     >>> _ = add_reproduce_parser(parser.add_subparsers(dest="command"))
     >>> args = parser.parse_args(["reproduce", "table1", "--dataset", "digits", "--runs", "2"])
@@ -274,7 +274,7 @@ def run_reproduce(args) -> int:
     Examples
     --------
     >>> import argparse, tempfile
-    >>> from skcce._reproduce import add_reproduce_parser, run_reproduce
+    >>> from skcce.cli.reproduce import add_reproduce_parser, run_reproduce
     >>> parser = argparse.ArgumentParser(prog="skcce")
     >>> _ = add_reproduce_parser(parser.add_subparsers())
     >>> root = tempfile.mkdtemp()  # an empty data folder: stops at once, says what to do
@@ -513,7 +513,7 @@ def _hardware(device):
 
 
 def _write_json(out, payload):
-    """Write ``payload`` as JSON atomically (:func:`skcce._io.atomic_write`)."""
+    """Write ``payload`` as JSON atomically (:func:`skcce._engine._io.atomic_write`)."""
     text = json.dumps(payload, indent=2) + "\n"
     atomic_write(out, lambda handle: handle.write(text))
 
@@ -537,7 +537,7 @@ def markdown_results(payload) -> str:
 
     Examples
     --------
-    >>> from skcce._reproduce import markdown_results
+    >>> from skcce.cli.reproduce import markdown_results
     >>> row = {"name": "CCE (a)", "mean": 80.0, "std": 1.0, "accuracy": [79.0, 81.0],
     ...        "fit_time_s": [1.0, 3.0], "paper_mean": 58.4, "paper_std": 3.2}
     >>> print(markdown_results({"methods": [row]}).splitlines()[-1])

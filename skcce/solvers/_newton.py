@@ -1,6 +1,6 @@
 r"""Dual Newton solver: a K-dimensional concave maximisation instead of an N x K problem.
 
-The dual function :math:`q(w)` of :mod:`skcce._duality` depends on K numbers only. For the
+The dual function :math:`q(w)` of :mod:`skcce.solvers._duality` depends on K numbers only. For the
 collision and reverse losses every row's best response :math:`y_i(w)` is unique and continuous
 in ``w``, so ``q`` is concave and continuously differentiable with
 
@@ -23,8 +23,8 @@ import math
 
 import torch
 
-from skcce._duality import best_response, collision_edges
-from skcce._master import ColumnPool
+from skcce.solvers._duality import best_response, collision_edges
+from skcce.solvers._master import ColumnPool
 
 
 def _curvature(problem, w, Y):
@@ -129,7 +129,7 @@ def newton(problem, w, *, tol, max_iter):
     Each iteration takes one Newton step on the dual with an Armijo backtracking line search
     (after ``_BACKTRACK`` halvings without ascent the trust region shrinks instead); every trial
     point's labels and dual value update the bounds. For the collision loss it then (i) solves
-    the restricted master problem of :mod:`skcce._master` over the recent best responses and
+    the restricted master problem of :mod:`skcce.solvers._master` over the recent best responses and
     the best labels so far, and
     (ii) evaluates the dual at the multiplier those labels imply (``problem.initial_w``), which
     becomes the next iterate when it is better. The certificate is the best primal value seen

@@ -1,6 +1,6 @@
 """Data-parallel training over ``torch.distributed``: the global batch and its shards.
 
-The training engine (:mod:`skcce._training`) talks to the other processes only through a
+The training engine (:mod:`skcce._engine._train`) talks to the other processes only through a
 :class:`Context`. With one process (the default) every operation is the identity, so the
 single-process engine is the same code path with ``world_size == 1``.
 

@@ -16,7 +16,7 @@ import os
 import sys
 import warnings
 
-from skcce._io import atomic_write
+from skcce._engine._io import atomic_write
 
 __all__ = ["IMAGE_EXTENSIONS", "add_cluster_parser", "cluster_main", "find_images", "run_cluster"]
 
@@ -55,7 +55,7 @@ def find_images(root):
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> from skcce._cli_cluster import find_images
+    >>> from skcce.cli.cluster import find_images
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> (root / "b").mkdir()
     >>> for name in ["a.PNG", "b/c.jpg", "notes.txt", ".hidden.png"]:
@@ -93,7 +93,7 @@ def add_cluster_parser(subparsers):
     Examples
     --------
     >>> import argparse
-    >>> from skcce._cli_cluster import add_cluster_parser
+    >>> from skcce.cli.cluster import add_cluster_parser
     >>> parser = argparse.ArgumentParser(prog="skcce")
     >>> _ = add_cluster_parser(parser.add_subparsers(dest="command"))
     >>> args = parser.parse_args(["cluster", "photos", "--n-clusters", "5"])
@@ -190,7 +190,7 @@ def cluster_main(argv=None):
 
     Examples
     --------
-    >>> from skcce._cli_cluster import cluster_main
+    >>> from skcce.cli.cluster import cluster_main
     >>> cluster_main(["/no/such/folder", "--n-clusters", "3"])
     1
     """
@@ -219,7 +219,7 @@ def run_cluster(args):
     Examples
     --------
     >>> import argparse
-    >>> from skcce._cli_cluster import add_cluster_parser, run_cluster
+    >>> from skcce.cli.cluster import add_cluster_parser, run_cluster
     >>> parser = argparse.ArgumentParser(prog="skcce")
     >>> _ = add_cluster_parser(parser.add_subparsers())
     >>> run_cluster(parser.parse_args(["cluster", "/no/such/folder", "-k", "2"]))
@@ -278,8 +278,8 @@ def _run(args):
             f"--n-clusters {args.n_clusters} is more than the {len(paths)} images found"
         )
 
-    from ._clustering import CCEClustering
-    from ._feature_extraction import FeatureExtractor
+    from skcce._clustering import CCEClustering
+    from skcce._feature_extraction import FeatureExtractor
 
     extractor = FeatureExtractor(
         args.model,
@@ -318,7 +318,7 @@ def _write_rows(handle, paths, labels, confidence):
 
 
 def _write_csv(out, paths, labels, confidence):
-    """Write the CSV atomically (:func:`skcce._io.atomic_write`), or to stdout for ``-``."""
+    """Write the CSV atomically (:func:`skcce._engine._io.atomic_write`), or to stdout for ``-``."""
     if out == "-":
         _write_rows(sys.stdout, paths, labels, confidence)
         return

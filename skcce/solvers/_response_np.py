@@ -1,7 +1,7 @@
 r"""Collision-loss row best responses in NumPy, for problems on the CPU.
 
 Each row solves :math:`\max_{y \in \Delta} \ln(\sigma^\top y) + w^\top y` (the row term of the
-dual in :mod:`skcce._duality`). The maximiser is a vertex or lies on an edge of the simplex,
+dual in :mod:`skcce.solvers._duality`). The maximiser is a vertex or lies on an edge of the simplex,
 because the objective depends on ``y`` only through the two numbers
 :math:`(\sigma^\top y, w^\top y)`. On the edge between classes ``a`` and ``b`` the stationary
 point is :math:`x = \sigma^\top y = (\sigma_a - \sigma_b) / (w_b - w_a)`, valid when ``x`` lies
@@ -12,7 +12,7 @@ This path tries the vertices and edges among each row's ``_TOP`` best vertices
 conditions :math:`\sigma_j / x + w_j \le \sigma_a / x + w_a` for every class ``j`` and every
 class ``a`` in the support. Rows that fail the check retry with every pair of classes (K up to
 ``_ALL_PAIRS_MAX_K``); any still failing are solved by the general envelope walk of
-:mod:`skcce._duality`. The result is therefore exact; this path only saves
+:mod:`skcce.solvers._duality`. The result is therefore exact; this path only saves
 PyTorch's per-operation overhead, which dominates at mini-batch sizes (N = 250, K = 10).
 """
 

@@ -7,9 +7,9 @@ Given predictions ``probs`` :math:`\sigma` (N, K), :func:`solve_pseudo_labels` m
 (see :mod:`skcce.losses` for the convention) over row-stochastic ``Y``. Methods:
 
 ``"newton"`` (default for the collision and reverse losses)
-    Semismooth Newton on the K-dimensional concave dual (:mod:`skcce._newton`); the labels are
+    Semismooth Newton on the K-dimensional concave dual (:mod:`skcce.solvers._newton`); the labels are
     the exact row best responses to the dual variables or, for the collision loss, the best
-    convex combination of recent ones (:mod:`skcce._master`), which is what an optimum at a kink
+    convex combination of recent ones (:mod:`skcce.solvers._master`), which is what an optimum at a kink
     of the dual needs.
 ``"em"``
     The paper's Algorithm 1 inner loop: E-step :math:`S_{ik} = y_{ik}/\sum_j y_{jk}` and the exact
@@ -20,14 +20,14 @@ Given predictions ``probs`` :math:`\sigma` (N, K), :func:`solve_pseudo_labels` m
     Projected gradient descent with a monotone backtracking step (the generic baseline);
     default for the Shannon loss (both fairness terms).
 ``"sinkhorn"``
-    The SeLa baseline (Asano et al. 2020, :mod:`skcce._sinkhorn`): labels with column means
+    The SeLa baseline (Asano et al. 2020, :mod:`skcce.solvers._sinkhorn`): labels with column means
     equal to ``prior`` (a hard constraint instead of the fairness term) by Sinkhorn–Knopp on
     :math:`\sigma^{\lambda}`. A different problem: ``lam`` is SeLa's sharpness, ``loss`` must be
     "shannon", ``fairness`` is ignored, and ``gap`` is a marginal violation, not a certificate.
 
 **Stopping rule (certified).** Every method stops when the duality gap
 ``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``, where ``q(w)`` is the Lagrangian dual of
-:mod:`skcce._duality` evaluated at a multiplier derived from the current iterate. Since
+:mod:`skcce.solvers._duality` evaluated at a multiplier derived from the current iterate. Since
 ``q(w) <= F* <= F(Y)``, ``converged=True`` certifies that ``Y`` is within the relative tolerance of
 the optimum; it is never set on an objective-decrease heuristic.
 """
@@ -41,11 +41,11 @@ import numpy as np
 import scipy.sparse
 import torch
 
-from skcce._duality import Problem
-from skcce._em import MSTEPS, e_step
-from skcce._newton import newton
-from skcce._pgd import pgd_step
-from skcce._sinkhorn import sinkhorn_labels
+from skcce.solvers._duality import Problem
+from skcce.solvers._em import MSTEPS, e_step
+from skcce.solvers._newton import newton
+from skcce.solvers._pgd import pgd_step
+from skcce.solvers._sinkhorn import sinkhorn_labels
 from skcce.losses import FAIRNESS, LOSSES
 
 __all__ = ["PseudoLabelResult", "resolve_method", "solve_pseudo_labels"]
@@ -349,7 +349,7 @@ def solve_pseudo_labels(
     fallback_iter = _DEFAULT_MAX_ITER["pgd"] if max_iter is None else max_iter
     if max_iter is None:
         max_iter = _DEFAULT_MAX_ITER[method]
-    if method == "sinkhorn":  # SeLa's problem, not F: see skcce._sinkhorn
+    if method == "sinkhorn":  # SeLa's problem, not F: see skcce.solvers._sinkhorn
         Y, value, gap, n_iter, ok = sinkhorn_labels(
             probs, prior, lam=lam, tol=tol, max_iter=max_iter
         )

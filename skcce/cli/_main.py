@@ -25,7 +25,7 @@ def run_demo(args) -> int:
     from sklearn.datasets import load_digits
 
     from skcce import CCEClustering
-    from skcce._compare import evaluate, kmeans_factory, markdown_table
+    from skcce.cli._compare import evaluate, kmeans_factory, markdown_table
 
     torch.set_num_threads(max(1, args.threads))
     seeds = list(range(args.seeds))
@@ -55,8 +55,8 @@ def run_demo(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level argument parser with its sub-commands."""
-    from skcce._cli_cluster import add_cluster_parser
-    from skcce._reproduce import add_reproduce_parser
+    from skcce.cli.cluster import add_cluster_parser
+    from skcce.cli.reproduce import add_reproduce_parser
 
     parser = argparse.ArgumentParser(
         prog="skcce", description="Collision cross-entropy self-labeled clustering."

@@ -101,7 +101,7 @@ def sinkhorn_objective(labels: torch.Tensor, probs: torch.Tensor, lam: float) ->
     Examples
     --------
     >>> import torch
-    >>> from skcce._sinkhorn import sinkhorn_objective
+    >>> from skcce.solvers._sinkhorn import sinkhorn_objective
     >>> Y = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
     >>> P = torch.tensor([[0.5, 0.5], [0.5, 0.5]], dtype=torch.float64)
     >>> round(float(sinkhorn_objective(Y, P, lam=1.0)), 6)  # 2 ln 2 - ln 2
@@ -167,7 +167,7 @@ def sinkhorn_labels(
     Examples
     --------
     >>> import torch
-    >>> from skcce._sinkhorn import sinkhorn_labels
+    >>> from skcce.solvers._sinkhorn import sinkhorn_labels
     >>> P = torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.7, 0.3], [0.4, 0.6]], dtype=torch.float64)
     >>> u = torch.tensor([0.5, 0.5], dtype=torch.float64)
     >>> Y, obj, viol, n_iter, ok = sinkhorn_labels(P, u, lam=5.0, tol=1e-10, max_iter=1000)

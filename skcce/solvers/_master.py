@@ -1,6 +1,6 @@
 r"""Primal recovery for the collision loss: the best convex combination of candidate labelings.
 
-The dual Newton solver (:mod:`skcce._newton`) evaluates exact row best responses
+The dual Newton solver (:mod:`skcce.solvers._newton`) evaluates exact row best responses
 :math:`Y(w)` at many multipliers ``w``. When the dual optimum sits where some rows' best
 responses are not unique (a kink of the dual), no single :math:`Y(w)` is optimal: the optimum
 mixes them. This module keeps the last few best responses ("columns", as in Dantzig–Wolfe
@@ -32,7 +32,7 @@ class ColumnPool:
 
     Parameters
     ----------
-    problem : skcce._duality.Problem
+    problem : skcce.solvers._duality.Problem
         A problem with ``loss="collision"``.
     size : int
         Number of columns kept (the oldest is dropped first).

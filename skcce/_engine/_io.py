@@ -27,7 +27,7 @@ def atomic_write(path, write, *, binary: bool = False) -> None:
     Examples
     --------
     >>> import os, tempfile
-    >>> from skcce._io import atomic_write
+    >>> from skcce._engine._io import atomic_write
     >>> target = os.path.join(tempfile.mkdtemp(), "out.txt")
     >>> atomic_write(target, lambda fh: fh.write("done\\n"))
     >>> open(target).read()
