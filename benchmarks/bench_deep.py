@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import machine_lines, update_section  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
-from skcce._clustering import resolve_device  # noqa: E402
+from skcce._engine._device import resolve_device  # noqa: E402
 from skcce.cli._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
 from skcce.datasets import load_dataset  # noqa: E402
 from skcce.metrics import clustering_accuracy  # noqa: E402

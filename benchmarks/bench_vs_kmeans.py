@@ -28,7 +28,7 @@ from _report import machine_lines, update_section  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
 from skcce.cli._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
-from skcce.cli import _load_fashion_mnist  # noqa: E402
+from skcce.cli.demo import load_fashion_mnist  # noqa: E402
 
 
 def run(name, X, y, seeds, gmm_covariance):
@@ -69,7 +69,7 @@ def main(argv=None):
     parts = []
     X, y = load_digits(return_X_y=True)
     parts.append(run(f"digits: {X.shape[0]} x {X.shape[1]}, 10 classes", X, y, seeds, "full"))
-    fm = _load_fashion_mnist()
+    fm = load_fashion_mnist()
     if fm is None:
         parts.append("Fashion-MNIST: not installed on this machine (skipped).\n")
     else:

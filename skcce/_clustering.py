@@ -5,28 +5,26 @@ from __future__ import annotations
 import io
 import os
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 import torch
-from scipy.special import xlogy
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from skcce._engine import _checkpoint
+from skcce._engine._callbacks import Best, ProgressBar, SklearnCallbacks
+from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
-from skcce._engine._train import (
-    FitInterruptedWarning,
-    TrainConfig,
-    TrainingInterrupted,
-    fit_inputs,
-    predict_proba,
-    train,
-)
+from skcce._engine._inference import infer_proba
+from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
+from skcce._engine._train import FitInterruptedWarning, TrainConfig, run_single
+from skcce.metrics import mutual_information
 from skcce.solvers import METHODS as SOLVER_METHODS
 from skcce.solvers import resolve_method
 
@@ -42,86 +40,20 @@ except ImportError:  # older scikit-learn: no callbacks, nothing to support
 
 
 _MODEL_NAMES = ("linear", "vgg4", "resnet18")
+_RENAMED = {"em_tol": "solver_tol", "em_max_iter": "solver_max_iter"}  # 0.2: old -> new
 
 
-def resolve_device(device) -> torch.device:
-    """Turn "auto" or any torch device string into a usable torch.device (clear errors)."""
-    if isinstance(device, torch.device):
-        dev = device
-    elif device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    else:
-        try:
-            dev = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device={device!r} is not a valid torch device string") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"device={device!r} was requested but CUDA is not available on this machine; "
-            "use device='auto' or 'cpu'"
-        )
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device={device!r} was requested but MPS is not available")
-    return dev
+@dataclass
+class _FitPlan:
+    """What ``fit`` resolved before training: the data-parallel context, the prepared data,
+    the run settings, the restart seeds and the network factory."""
 
-
-def _layout(X: np.ndarray, model) -> str:
-    if X.ndim == 2:
-        if isinstance(model, str) and model != "linear":
-            raise ValueError(
-                f"model={model!r} takes images: X must have shape (N, H, W), (N, H, W, C) or "
-                f"(N, C, H, W); got a 2-D array of shape {X.shape}"
-            )
-        return "flat"
-    if isinstance(model, str) and model == "linear":
-        raise ValueError(
-            f"model='linear' needs a 2-D array (n_samples, n_features); got shape {X.shape}. "
-            "Flatten the samples (X.reshape(len(X), -1)) or use an image model such as 'vgg4'"
-        )
-    if X.ndim == 3:
-        return "nhw"
-    if X.ndim == 4:
-        if X.dtype == np.uint8 and X.shape[-1] in (1, 3):
-            return "nhwc"
-        if X.shape[1] in (1, 3):
-            return "nchw"
-        if X.shape[-1] in (1, 3):
-            raise ValueError(
-                f"float images must be channels-first (N, C, H, W); got shape {X.shape}. "
-                "Transpose with X.transpose(0, 3, 1, 2), or pass uint8 (N, H, W, C) images"
-            )
-        raise ValueError(f"cannot read images of shape {X.shape}: expected 1 or 3 channels")
-    raise ValueError(f"X must be 2-D features or 3-D/4-D images; got {X.ndim}-D shape {X.shape}")
-
-
-def _input_shape(X, layout):
-    if layout == "flat":
-        return (X.shape[1],)
-    if layout == "nhw":
-        return (1, X.shape[1], X.shape[2])
-    if layout == "nhwc":
-        return (X.shape[3], X.shape[1], X.shape[2])
-    return tuple(X.shape[1:])
-
-
-def mutual_information(proba: np.ndarray) -> float:
-    r"""Label-free clustering score :math:`I = H(\bar\sigma) - \frac1N \sum_i H(\sigma_i)` (nats).
-
-    The mutual information between a sample and its cluster under the model's soft
-    assignments: high when the predictions are confident (small :math:`H(\sigma_i)`) and the
-    clusters are used evenly (large :math:`H(\bar\sigma)`). A collapsed model has
-    :math:`I \approx 0`; the maximum is :math:`\ln K`.
-    """
-    n = proba.shape[0]
-    col = np.zeros(proba.shape[1])
-    h_rows = 0.0
-    for start in range(0, n, 65536):  # chunks: no (N, K) temporaries beside proba
-        block = proba[start : start + 65536]
-        col += block.sum(axis=0)
-        h_rows -= float(xlogy(block, block).sum())  # 0 log 0 = 0
-    mean = col / n
-    h_mean = -float(xlogy(mean, mean).sum())
-    return float(h_mean - h_rows / n)
+    ctx: object
+    prepared: Prepared
+    cfg: TrainConfig
+    n_init: int
+    seeds: np.ndarray
+    build: object
 
 
 class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
@@ -176,10 +108,15 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Mini-batch size; the pseudo-labels are solved per batch.
     max_epochs : int, default=10
         Passes over the data.
-    em_tol : float, default=1e-5
-        Relative certified duality gap at which the pseudo-label solver stops.
-    em_max_iter : int, default=100
+    solver_tol : float, default=1e-5
+        Tolerance of the pseudo-label solver per batch: the relative certified duality gap
+        at which the exact methods stop (for ``solver="sinkhorn"``, the marginal violation).
+    solver_max_iter : int, default=100
         Iteration cap of the pseudo-label solver per batch.
+    em_tol : float
+        Deprecated alias of ``solver_tol`` (FutureWarning; removed in 0.4).
+    em_max_iter : int
+        Deprecated alias of ``solver_max_iter`` (FutureWarning; removed in 0.4).
     solver : str, default="auto"
         ``method`` of :func:`skcce.solvers.solve_pseudo_labels` used for the pseudo-labels
         ("auto" picks the exact solver suited to ``loss`` and ``fairness``).
@@ -217,7 +154,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         data parallelism rank 0 writes it). When the file exists, ``fit`` resumes from it
         and reaches the same model as an uninterrupted run; a checkpoint of a finished fit
         is loaded without training. A checkpoint written with other settings or other data
-        raises ``skcce._engine._checkpoint.CheckpointMismatchError`` (a ``ValueError``) naming the
+        raises :class:`skcce.CheckpointMismatchError` (a ``ValueError``) naming the
         differences: delete it, or pass another path, to start afresh.
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffling and restarts through a local ``torch.Generator``
@@ -232,8 +169,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     n_iter_ : int
         Epochs run by the kept restart.
     history_ : list of dict
-        Per epoch: ``loss``, ``fairness``, ``cluster_sizes``, ``solver_iter``,
-        ``solver_unconverged``, ``time``.
+        Per epoch of the kept restart: ``epoch``, ``loss``, ``fairness``, ``cluster_sizes``,
+        ``solver_iter``, ``solver_unconverged``, ``time``.
+    train_score_ : float
+        :meth:`score` of the kept restart on the training data (the label-free mutual
+        information that chose it among the restarts).
     module_ : torch.nn.Module
         The trained network (on the training device).
     n_features_in_ : int
@@ -299,8 +239,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
-        "em_tol": [Interval(Real, 0, None, closed="neither")],
-        "em_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "solver_tol": [Interval(Real, 0, None, closed="neither")],
+        "solver_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "em_tol": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
+        "em_max_iter": [
+            Interval(Integral, 1, None, closed="left"),
+            Hidden(StrOptions({"deprecated"})),
+        ],
         "solver": [StrOptions(set(SOLVER_METHODS))],
         "augment": [None, StrOptions({"default"}), callable],
         "augment_weight": [Interval(Real, 0, None, closed="left")],
@@ -329,8 +274,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         weight_decay=0.1,
         batch_size=250,
         max_epochs=10,
-        em_tol=1e-5,
-        em_max_iter=100,
+        solver_tol=1e-5,
+        solver_max_iter=100,
         solver="auto",
         augment=None,
         augment_weight=0.5,
@@ -341,6 +286,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         checkpoint=None,
         random_state=None,
         verbose=0,
+        em_tol="deprecated",
+        em_max_iter="deprecated",
     ):
         self.n_clusters = n_clusters
         self.lam = lam
@@ -355,8 +302,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.weight_decay = weight_decay
         self.batch_size = batch_size
         self.max_epochs = max_epochs
-        self.em_tol = em_tol
-        self.em_max_iter = em_max_iter
+        self.solver_tol = solver_tol
+        self.solver_max_iter = solver_max_iter
         self.solver = solver
         self.augment = augment
         self.augment_weight = augment_weight
@@ -367,6 +314,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.checkpoint = checkpoint
         self.random_state = random_state
         self.verbose = verbose
+        self.em_tol = em_tol
+        self.em_max_iter = em_max_iter
 
     # ----- validation ---------------------------------------------------------------------
     def _validate_X(self, X, reset):
@@ -423,7 +372,22 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         user = self.augment
         return lambda x, generator: user(x)
 
+    def _solver_limits(self):
+        """``(solver_tol, solver_max_iter)``, taking the deprecated names when they are set."""
+        limits = {"solver_tol": self.solver_tol, "solver_max_iter": self.solver_max_iter}
+        for old, new in _RENAMED.items():
+            if getattr(self, old) != "deprecated":
+                warnings.warn(
+                    f"'{old}' was renamed '{new}' in 0.2 and will be removed in 0.4; "
+                    f"use {new}={getattr(self, old)!r}",
+                    FutureWarning,
+                    stacklevel=4,
+                )
+                limits[new] = getattr(self, old)
+        return float(limits["solver_tol"]), int(limits["solver_max_iter"])
+
     def _config(self, device, input_shape):
+        solver_tol, solver_max_iter = self._solver_limits()
         return TrainConfig(
             n_clusters=self.n_clusters,
             lam=float(self.lam),
@@ -437,8 +401,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             weight_decay=float(self.weight_decay),
             batch_size=int(self.batch_size),
             max_epochs=int(self.max_epochs),
-            em_tol=float(self.em_tol),
-            em_max_iter=int(self.em_max_iter),
+            solver_tol=solver_tol,
+            solver_max_iter=solver_max_iter,
             solver=resolve_method(self.solver, self.loss, self.fairness),
             augment=self._augment_fn(input_shape),
             augment_weight=float(self.augment_weight),
@@ -447,79 +411,78 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             verbose=int(self.verbose),
         )
 
-    def _build(self, input_shape, generator):
+    def _builder(self, input_shape):
+        """``build(generator) -> nn.Module``: a fresh network for one restart."""
         from skcce.models import build_model
 
-        model = self.model
-        if isinstance(model, torch.nn.Module):
-            import copy
+        def build(generator):
+            model = self.model
+            if isinstance(model, torch.nn.Module):
+                import copy
 
-            model = copy.deepcopy(model)  # never train the user's own object in place
-        return build_model(model, input_shape, self.n_clusters, generator=generator)
+                model = copy.deepcopy(model)  # never train the user's own object in place
+            return build_model(model, input_shape, self.n_clusters, generator=generator)
 
-    def _checkpointing(self, X, inputs, ctx, device, n_init, seeds):
-        """``(resume state or None, Saver or None)`` for the ``checkpoint`` parameter.
+        return build
 
-        Rank 0 reads the file and checks that it belongs to this fit (settings, data, world
-        size); its verdict is broadcast, so only rank 0 needs to see the file.
-        """
-        if self.checkpoint is None:
-            return None, None
+    def _plan(self, X) -> _FitPlan:
+        """Resolve everything a fit needs before training (validated X)."""
+        n = X.shape[0]
+        if n < self.n_clusters:
+            raise ValueError(
+                f"n_samples={n} should be >= n_clusters={self.n_clusters}: there are fewer "
+                "samples than clusters"
+            )
+        ctx = resolve_distributed(self.distributed)
+        device = local_device(resolve_device(self.device), ctx)
+        prepared = prepare(X, self.model)
+        cfg = self._config(device, prepared.input_shape)
+        rng = check_random_state(self.random_state)
+        n_init = (10 if n < 10_000 else 1) if self.n_init == "auto" else self.n_init
+        seeds = rng.randint(0, np.iinfo(np.int32).max, size=n_init)
+        seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
+        return _FitPlan(ctx, prepared, cfg, n_init, seeds, self._builder(prepared.input_shape))
+
+    def _checkpoint_settings(self, n_init):
+        """The parameters a checkpoint must agree on (those that change the fitted model)."""
         ignored = {"verbose", "checkpoint", "device", "distributed", "n_init", "random_state"}
+        ignored.update(_RENAMED)  # their values are in solver_tol / solver_max_iter
         settings = {
             key: _checkpoint.describe(value)
             for key, value in self.get_params(deep=False).items()
             if key not in ignored
         }
+        settings["solver_tol"], settings["solver_max_iter"] = self._solver_limits()
         settings["n_init"] = int(n_init)
         seed = self.random_state
         settings["random_state"] = (
             seed if seed is None or isinstance(seed, Integral) else ("RandomState instance")
         )
-        fingerprint = _checkpoint.fingerprint(settings, X, inputs, ctx.world_size)
-        state = error = None
-        if ctx.is_main:
-            try:
-                state = _checkpoint.load(self.checkpoint)
-                if state is not None:
-                    _checkpoint.check(self.checkpoint, state["fingerprint"], fingerprint)
-            except _checkpoint.CheckpointMismatchError as exc:
-                state, error = None, exc
-        state, error = ctx.broadcast((state, error), device)
-        if error is not None:
-            raise error
-        seeds = seeds if state is None else state["seeds"]
-        return state, _checkpoint.Saver(self.checkpoint, fingerprint, seeds, ctx.is_main)
+        return settings
 
-    def _proba(self, module, X, inputs, device, ctx):
-        """predict_proba on the training data; under data parallelism each rank predicts its
-        contiguous shard and the shards are gathered, so every rank holds the same array."""
-        if not ctx.active:
-            return predict_proba(module, X, inputs, device)
-        b = ctx.bounds(X.shape[0])
-        lo, hi = int(b[ctx.rank]), int(b[ctx.rank + 1])
-        local = np.zeros((0, self.n_clusters))
-        if hi > lo:
-            local = predict_proba(module, X[lo:hi], inputs, device)
-        full = ctx.gather_rows(torch.as_tensor(local, device=device), X.shape[0])
-        return full.cpu().numpy()
-
-    # ----- fit / predict -----------------------------------------------------------------
-    def _callback_hooks(self, n_tasks):
-        """Root context of scikit-learn's callback API (>= 1.9) and per-epoch hooks, or None."""
-        if not hasattr(self, "_init_callback_context"):
-            return None, None
-        ctx = self._init_callback_context(max_subtasks=n_tasks)
-        state = {}
-
-        def on_epoch(event, epoch):
-            if event == "begin":
-                state["sub"] = ctx.subcontext(task_name="epoch")
-                state["sub"].call_on_fit_task_begin(estimator=self)
-            else:
-                state.pop("sub").call_on_fit_task_end(estimator=self)
-
-        return ctx, on_epoch
+    def _callbacks(self, X, plan):
+        """``(callbacks, resume or None)``: checkpointing (which may resume the fit), the
+        progress bar and scikit-learn's callbacks, on the engine's one protocol."""
+        callbacks, resume = [], None
+        if hasattr(self, "_init_callback_context"):  # scikit-learn >= 1.9
+            callbacks.append(SklearnCallbacks(self, plan.n_init * plan.cfg.max_epochs))
+        if self.checkpoint is not None:
+            settings = self._checkpoint_settings(plan.n_init)
+            checkpoint, resume = _checkpoint.open_checkpoint(
+                self.checkpoint,
+                settings,
+                X,
+                plan.prepared.inputs,
+                plan.ctx,
+                plan.cfg.device,
+                plan.seeds,
+            )
+            callbacks.append(checkpoint)
+            plan.seeds = checkpoint.seeds
+        if plan.cfg.verbose and plan.ctx.is_main:
+            n_batches = max(1, -(-X.shape[0] // plan.cfg.batch_size))
+            callbacks.append(ProgressBar(plan.n_init, plan.cfg.max_epochs, n_batches))
+        return callbacks, resume
 
     @_fit_context(prefer_skip_nested_validation=True)
     @with_callbacks
@@ -540,107 +503,57 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             The fitted estimator.
         """
         X = self._validate_X(X, reset=True)
-        n = X.shape[0]
-        if n < self.n_clusters:
-            raise ValueError(
-                f"n_samples={n} should be >= n_clusters={self.n_clusters}: there are fewer "
-                "samples than clusters"
-            )
-        ctx = resolve_distributed(self.distributed)
-        device = local_device(resolve_device(self.device), ctx)
-        layout = _layout(X, self.model)
-        input_shape = _input_shape(X, layout)
-        inputs = fit_inputs(X, layout)
-        cfg = self._config(device, input_shape)
-        rng = check_random_state(self.random_state)
-        n_init = self.n_init
-        if n_init == "auto":
-            n_init = 10 if n < 10_000 else 1
-        seeds = rng.randint(0, np.iinfo(np.int32).max, size=n_init)
-        seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
-        resume, save = self._checkpointing(X, inputs, ctx, device, n_init, seeds)
+        plan = self._plan(X)
+        callbacks, resume = self._callbacks(X, plan)
+        sk = next((c for c in callbacks if isinstance(c, SklearnCallbacks)), None)
+        if sk is not None:
+            sk.root.call_on_fit_task_begin(estimator=self, X=X)
+        best = result = None
         if resume is not None:
-            seeds = resume["seeds"]
-        ctx_cb, on_epoch = self._callback_hooks(n_init * cfg.max_epochs)
-        if ctx_cb is not None:
-            ctx_cb.call_on_fit_task_begin(estimator=self, X=X)
-        best = None  # (score, module, history, proba, run)
-        first_run = 0
-        if resume is not None:
-            first_run = resume["run"]
-            if resume["best"] is not None:
-                score, weights, history, run = resume["best"]
-                module = self._build(input_shape, torch.Generator().manual_seed(int(seeds[run])))
-                module.load_state_dict(weights)
-                module.to(device)
-                best = (score, module, history, self._proba(module, X, inputs, device, ctx), run)
-        interrupted = None
-        for run in range(first_run, n_init):
-            generator = torch.Generator().manual_seed(int(seeds[run]))
-            module = self._build(input_shape, generator)
-            start = None
-            if resume is not None and run == resume["run"] and resume["epoch"] > 0:
-                module.load_state_dict(resume["module"])
-                generator.set_state(resume["generator"])
-                start = resume
-            desc = f"fit {run + 1}/{n_init}" if n_init > 1 else "fit"
-            try:
-                history = train(
-                    module,
-                    X,
-                    inputs,
-                    cfg,
-                    generator,
-                    desc=desc,
-                    on_epoch=on_epoch,
-                    ctx=ctx,
-                    start=start,
-                    on_epoch_end=save and save.epoch(run, best),
-                )
-            except KeyboardInterrupt as exc:
-                # one process: keep the completed work (train restored the module to the
-                # end of its last completed epoch); nothing completed, or several ranks:
-                # propagate (the checkpoint holds the last epoch)
-                if ctx.active or (best is None and not isinstance(exc, TrainingInterrupted)):
-                    raise
-                history = getattr(exc, "history", [])
-                interrupted = (run, len(history))
-            if history:
-                proba = self._proba(module, X, inputs, device, ctx)
-                score = mutual_information(proba)
-                if best is None or score > best[0]:
-                    best = (score, module, history, proba, run)
-            if interrupted is not None:
-                if best is None:
-                    raise KeyboardInterrupt
+            inputs, device = plan.prepared.inputs, plan.cfg.device
+            best = resume.best(plan.build, X, inputs, device, plan.ctx, self.n_clusters)
+        for run in range(0 if resume is None else resume.first_run, plan.n_init):
+            result = run_single(
+                X, plan.prepared, plan.cfg, plan.build, plan.seeds[run], run,
+                ctx=plan.ctx, callbacks=callbacks, resume=resume,
+            )  # fmt: skip
+            best = Best.keep(best, result)
+            for callback in callbacks:
+                callback.on_run_end(result, best)
+            if result.interrupted:
                 break
-            if save:
-                save.restart(run + 1, best, complete=run + 1 == n_init)
-        score, module, history, proba, _ = best
-        labels = proba.argmax(axis=1)
-        if ctx_cb is not None:
-            ctx_cb.call_on_fit_task_end(estimator=self, X=X)
-        if interrupted is not None:
-            run, epochs = interrupted
-            warnings.warn(
-                f"fit was interrupted (KeyboardInterrupt) after {epochs} completed epoch(s) "
-                f"of restart {run + 1}/{n_init}; the fitted state is the best of the "
-                f"completed work ({len(history)} epoch(s) in history_)"
-                + (f"; resume with fit and checkpoint={self.checkpoint!r}" if save else ""),
-                FitInterruptedWarning,
-                stacklevel=2,
-            )
-        # fitted attributes, written last: a failure above leaves no half-fitted state
-        self.device_ = device
-        self._inputs = inputs
-        self.input_shape_ = input_shape
-        self.module_ = module
-        self.history_ = history
-        self.n_iter_ = len(history)
+        if best is None:  # Ctrl-C before the first completed epoch
+            raise KeyboardInterrupt
+        if sk is not None:
+            sk.root.call_on_fit_task_end(estimator=self, X=X)
+        if result is not None and result.interrupted:
+            self._warn_interrupted(result, best, plan.n_init)
+        self._set_fitted(plan, best)
+        return self
+
+    def _warn_interrupted(self, result, best, n_init):
+        warnings.warn(
+            f"fit was interrupted (KeyboardInterrupt) after {len(result.history)} completed "
+            f"epoch(s) of restart {result.run + 1}/{n_init}; the fitted state is the best of "
+            f"the completed work ({len(best.history)} epoch(s) in history_)"
+            + (f"; resume with fit and checkpoint={self.checkpoint!r}" if self.checkpoint else ""),
+            FitInterruptedWarning,
+            stacklevel=4,
+        )
+
+    def _set_fitted(self, plan, best):
+        """Write the fitted attributes (last: a failure before leaves no half-fitted state)."""
+        labels = best.proba.argmax(axis=1)
+        self.device_ = plan.cfg.device
+        self._inputs = plan.prepared.inputs
+        self.input_shape_ = plan.prepared.input_shape
+        self.module_ = best.module
+        self.history_ = best.history
+        self.n_iter_ = len(best.history)
         self.labels_ = labels
-        self.train_score_ = score
+        self.train_score_ = best.score
         empty = np.setdiff1d(np.arange(self.n_clusters), labels)
-        prior = self._check_prior()
+        prior = plan.cfg.prior
         if prior is not None:  # a cluster of zero prior is meant to stay empty
             empty = empty[prior[empty] > 0]
         if empty.size:
@@ -649,9 +562,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 f"(clusters {empty.tolist()[:10]}); try a larger lam, more epochs or a "
                 "smaller learning_rate",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        return self
 
     def predict_proba(self, X):
         """Soft cluster assignments: the softmax of the network's logits.
@@ -667,13 +579,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
-        layout = _layout(X, self.model)
-        if _input_shape(X, layout) != self.input_shape_:
+        layout = detect_layout(X, self.model)
+        if sample_shape(X, layout) != self.input_shape_:
             raise ValueError(
-                f"X has samples of shape {_input_shape(X, layout)}, but "
+                f"X has samples of shape {sample_shape(X, layout)}, but "
                 f"{type(self).__name__} was fitted on samples of shape {self.input_shape_}"
             )
-        return predict_proba(self.module_, X, self._inputs, self.device_, layout)
+        return infer_proba(self.module_, X, self._inputs, self.device_, layout)
 
     def predict(self, X):
         """Cluster of each sample (argmax of :meth:`predict_proba`).
@@ -732,9 +644,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     def __setstate__(self, state):
         module = state.get("module_")
         if isinstance(module, bytes):
-            device = torch.device(state["device_"])
-            if device.type == "cuda" and not torch.cuda.is_available():
-                device = torch.device("cpu")  # a CUDA-fitted model loads on a CPU machine
+            device = loadable_device(state["device_"])  # a GPU-fitted model loads on a CPU
             state["module_"] = torch.load(
                 io.BytesIO(module), map_location=device, weights_only=False
             )

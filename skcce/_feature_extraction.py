@@ -23,6 +23,9 @@ from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from skcce._engine._device import loadable_device, resolve_device
+from skcce._engine._io import one_line
+
 __all__ = ["FeatureExtractor", "WeightsUnavailableError"]
 
 _VISION_EXTRA = "pip install skcce[vision]"
@@ -122,7 +125,7 @@ def _load_model(model_name, *, pretrained, weights, num_classes=0):
             )
             raise ValueError(
                 f"weights file {path!r} {problem} timm model {model_name!r}: "
-                f"{type(exc).__name__}: {_first_lines(str(exc))}"
+                f"{type(exc).__name__}: {one_line(str(exc), 200)}"
             ) from exc
         finally:
             logger.removeHandler(handler)
@@ -130,7 +133,7 @@ def _load_model(model_name, *, pretrained, weights, num_classes=0):
         if handler.messages:
             raise ValueError(
                 f"weights file {path!r} does not fit timm model {model_name!r}: "
-                f"{_first_lines(handler.messages[0], 300)}"
+                f"{one_line(handler.messages[0], 300)}"
             )
         return model
     if not pretrained:
@@ -140,34 +143,12 @@ def _load_model(model_name, *, pretrained, weights, num_classes=0):
     except Exception as exc:
         raise WeightsUnavailableError(
             f"could not get pretrained weights for timm model {model_name!r} "
-            f"({type(exc).__name__}: {_first_lines(str(exc))}). timm downloads weights from the "
+            f"({type(exc).__name__}: {one_line(str(exc), 200)}). timm downloads weights from the "
             "Hugging Face Hub. Offline, either pass weights='path/to/model.safetensors' (or a "
             ".pth/.bin state dict) to FeatureExtractor (`--weights FILE` on the command line), "
             "or copy a populated Hugging Face cache to this machine and set HF_HOME=<cache dir> "
             "and HF_HUB_OFFLINE=1. Use pretrained=False for random weights."
         ) from exc
-
-
-def _first_lines(text, limit=200):
-    text = " ".join(text.strip().split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _resolve_device(device):
-    if device == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return "mps"
-        return "cpu"
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be 'auto' or a torch device string, got {device!r}") from exc
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was requested but CUDA is not available")
-    return str(resolved)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -374,7 +355,7 @@ class _ImageDataset(torch.utils.data.Dataset):
                     image = im.convert("RGB")
             return self.transform(image), ""
         except Exception as exc:  # noqa: BLE001 - reported with the file name by the caller
-            return torch.zeros(self.input_size), f"{type(exc).__name__}: {_first_lines(str(exc))}"
+            return torch.zeros(self.input_size), f"{type(exc).__name__}: {one_line(str(exc), 200)}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -566,7 +547,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):
             raise ValueError(
                 "weights= was given with pretrained=False; set pretrained=True to load the file"
             )
-        device = _resolve_device(self.device)
+        device = str(resolve_device(self.device, mps_on_auto=True))
         model = _load_model(self.model_name, pretrained=self.pretrained, weights=self.weights)
         self._fitted_model_name = self.model_name  # rebuilt from this name when unpickled
         self._set_model(model, device)
@@ -728,10 +709,4 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):
             timm = _import_vision()
             model = timm.create_model(self._fitted_model_name, pretrained=False, num_classes=0)
             model.load_state_dict(model_state)
-            device = self.device_
-            kind = torch.device(device).type
-            if (kind == "cuda" and not torch.cuda.is_available()) or (
-                kind == "mps" and not torch.backends.mps.is_available()
-            ):
-                device = "cpu"
-            self._set_model(model, device)
+            self._set_model(model, str(loadable_device(self.device_)))

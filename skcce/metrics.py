@@ -1,4 +1,6 @@
-r"""Clustering accuracy: the best one-to-one matching of clusters to classes (Hungarian).
+r"""Clustering scores: accuracy under the best matching of clusters to classes (Hungarian), and
+the label-free mutual information of soft assignments (:func:`mutual_information`).
+
 
 A clustering is scored against ground-truth classes by matching every cluster to at most one
 class and every class to at most one cluster so that the number of samples whose cluster is
@@ -20,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from scipy.special import xlogy
 
-__all__ = ["cluster_class_matching", "clustering_accuracy"]
+__all__ = ["cluster_class_matching", "clustering_accuracy", "mutual_information"]
 
 
 def _check_labels(y_true, y_pred):
@@ -146,3 +149,46 @@ def clustering_accuracy(y_true, y_pred):
     table, _, _ = _contingency(y_true, y_pred)
     rows, cols = linear_sum_assignment(table, maximize=True)
     return float(table[rows, cols].sum() / y_true.shape[0])
+
+
+def mutual_information(proba) -> float:
+    r"""Label-free clustering score :math:`I = H(\bar\sigma) - \frac1N \sum_i H(\sigma_i)` (nats).
+
+    The mutual information between a sample and its cluster under soft assignments
+    :math:`\sigma_i` (e.g. any ``predict_proba``): high when the predictions are confident
+    (small :math:`H(\sigma_i)`) and the clusters are used evenly (large
+    :math:`H(\bar\sigma)`). A collapsed model has :math:`I \approx 0`; the maximum is
+    :math:`\ln K`. It is :meth:`skcce.CCEClustering.score` and does not depend on λ.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_clusters)
+        Rows of cluster probabilities (non-negative, summing to 1).
+
+    Returns
+    -------
+    score : float
+        In :math:`[0, \ln K]` (nats).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcce.metrics import mutual_information
+    >>> round(mutual_information(np.eye(4)), 6) == round(np.log(4), 6)  # confident, even
+    True
+    >>> mutual_information(np.full((4, 4), 0.25))  # uninformative
+    0.0
+    """
+    proba = np.asarray(proba, dtype=np.float64)
+    if proba.ndim != 2:
+        raise ValueError(f"proba must have shape (n_samples, n_clusters); got {proba.shape}")
+    n = proba.shape[0]
+    col = np.zeros(proba.shape[1])
+    h_rows = 0.0
+    for start in range(0, n, 65536):  # chunks: no (N, K) temporaries beside proba
+        block = proba[start : start + 65536]
+        col += block.sum(axis=0)
+        h_rows -= float(xlogy(block, block).sum())  # 0 log 0 = 0
+    mean = col / n
+    h_mean = -float(xlogy(mean, mean).sum())
+    return float(h_mean - h_rows / n)

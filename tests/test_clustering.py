@@ -121,7 +121,7 @@ def test_no_global_seeding(blobs):
 
 
 def test_n_init_keeps_best_score(blobs, monkeypatch):
-    import skcce._clustering as mod
+    import skcce._engine._train as mod
 
     X, _ = blobs
     seen = []

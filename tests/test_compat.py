@@ -6,7 +6,7 @@
     CCEClustering(n_clusters=3, max_epochs=2, random_state=0, n_init=1).fit(X)
 
 and pickled with protocol 4. It names the old private modules (``skcce._clustering``,
-``skcce._engine._train.Inputs``), which must stay importable.
+``skcce._training.Inputs``), which must stay importable.
 """
 
 import pickle

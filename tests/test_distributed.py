@@ -20,6 +20,7 @@ from sklearn.datasets import make_blobs
 from sklearn.model_selection import GridSearchCV
 
 from skcce import CCEClustering, _checkpoint
+from skcce._engine._callbacks import Callback
 from skcce._engine._distributed import Context, resolve
 
 WORLD = 2
@@ -50,7 +51,7 @@ def _pseudo_label_config():
         n_clusters=K, lam=30.0, fairness="reverse", loss="collision", prior=None,
         fairness_weight=1.3, optimizer="sgd", learning_rate=0.1,
         backbone_learning_rate=None, weight_decay=0.0, batch_size=BATCH_ROWS, max_epochs=1,
-        em_tol=1e-9, em_max_iter=100, augment=None, augment_weight=0.0,
+        solver_tol=1e-9, solver_max_iter=100, solver="newton", augment=None, augment_weight=0.0,
         device=torch.device("cpu"), amp=False, verbose=0,
     )  # fmt: skip
 
@@ -59,7 +60,7 @@ def _worker(rank, port, out):
     """One rank: the pseudo-labels of one global batch, then a fit (results saved to out)."""
     import torch.distributed as dist
 
-    from skcce._engine._train import pseudo_labels
+    from skcce._engine._step import pseudo_labels
 
     torch.set_num_threads(1)
     dist.init_process_group(
@@ -75,23 +76,25 @@ def _worker(rank, port, out):
         est = CCEClustering(**PARAMS, checkpoint=ckpt).fit(_data())
         # a run that dies at the start of its 2nd epoch on every rank, then resumes
         crash_ckpt = os.path.join(out, "crash.ckpt")
-        hooks = CCEClustering._callback_hooks
+        hooks = CCEClustering._callbacks
 
-        def crashing_hooks(self, n_tasks):
-            def on_epoch(event, epoch):
-                if event == "begin" and epoch == 1:
+        class Crash(Callback):
+            def on_epoch_begin(self, run, epoch):
+                if epoch == 1:
                     raise RuntimeError("simulated crash")
 
-            return None, on_epoch
+        def crashing_hooks(self, X, plan):
+            callbacks, resume = hooks(self, X, plan)
+            return [*callbacks, Crash()], resume
 
-        CCEClustering._callback_hooks = crashing_hooks
+        CCEClustering._callbacks = crashing_hooks
         crashed = False
         try:
             CCEClustering(**PARAMS, checkpoint=crash_ckpt).fit(_data())
         except RuntimeError as exc:
             crashed = "simulated crash" in str(exc)
         finally:
-            CCEClustering._callback_hooks = hooks
+            CCEClustering._callbacks = hooks
         resumed = CCEClustering(**PARAMS, checkpoint=crash_ckpt).fit(_data())
         torch.save(
             {
@@ -156,7 +159,7 @@ def test_shards_partition_every_global_batch():
 
 
 def test_global_batch_pseudo_labels_equal_one_process(ddp_run):
-    from skcce._engine._train import pseudo_labels
+    from skcce._engine._step import pseudo_labels
 
     _, ranks = ddp_run
     cfg = _pseudo_label_config()

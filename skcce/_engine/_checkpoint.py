@@ -20,6 +20,8 @@ import os
 import numpy as np
 import torch
 
+from skcce._engine._callbacks import Best, Callback, EpochEnd, RunResult
+from skcce._engine._inference import infer_proba_sharded
 from skcce._engine._io import atomic_write
 
 FORMAT = 1
@@ -120,8 +122,77 @@ def describe(value):
     return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
-class Saver:
-    """Writes the checkpoints of one ``fit`` (only on the rank that ``write`` marks).
+class Resume:
+    """A fit's checkpoint read back: the one place where its state is restored.
+
+    Parameters
+    ----------
+    state : dict
+        The checkpoint (see the module docstring).
+    """
+
+    def __init__(self, state: dict):
+        self.state = state
+        self.seeds = state["seeds"]
+        self.first_run = int(state["run"])
+
+    def restore(self, run, module, generator):
+        """Put restart ``run`` back where the checkpoint left it.
+
+        Loads the weights into ``module`` and the state of ``generator`` when the checkpoint
+        stopped inside this restart; returns ``(first epoch, history, optimizer state or
+        None)`` (``(0, [], None)`` for a restart that starts afresh).
+        """
+        state = self.state
+        if run != self.first_run or state["epoch"] <= 0:
+            return 0, [], None
+        module.load_state_dict(state["module"])
+        generator.set_state(state["generator"])
+        return int(state["epoch"]), list(state["history"]), state.get("optimizer")
+
+    def best(self, build, X, inputs, device, ctx, n_clusters) -> Best | None:
+        """The best finished restart of the checkpoint, rebuilt (network on ``device`` and its
+        training-set probabilities), or None."""
+        if self.state["best"] is None:
+            return None
+        score, weights, history, run = self.state["best"]
+        module = build(torch.Generator().manual_seed(int(self.seeds[run])))
+        module.load_state_dict(weights)
+        module.to(device)
+        proba = infer_proba_sharded(module, X, inputs, device, ctx, n_clusters)
+        return Best(score, module, history, proba, run)
+
+
+def open_checkpoint(path, settings, X, inputs, ctx, device, seeds):
+    """``(Checkpoint callback, Resume or None)`` for the fit that writes ``path``.
+
+    Rank 0 reads the file and checks that it belongs to this fit (``settings``, the data,
+    the world size); its verdict is broadcast, so only rank 0 needs to see the file.
+
+    Raises
+    ------
+    CheckpointMismatchError
+        The file belongs to another fit, or is not an skcce checkpoint.
+    """
+    mark = fingerprint(settings, X, inputs, ctx.world_size)
+    state = error = None
+    if ctx.is_main:
+        try:
+            state = load(path)
+            if state is not None:
+                check(path, state["fingerprint"], mark)
+        except CheckpointMismatchError as exc:
+            state, error = None, exc
+    state, error = ctx.broadcast((state, error), device)
+    if error is not None:
+        raise error
+    resume = None if state is None else Resume(state)
+    seeds = seeds if resume is None else resume.seeds
+    return Checkpoint(path, mark, seeds, ctx.is_main, resume), resume
+
+
+class Checkpoint(Callback):
+    """Writes a fit's checkpoint after every epoch and every restart (only where ``write``).
 
     Parameters
     ----------
@@ -133,42 +204,45 @@ class Saver:
         One seed per restart.
     write : bool
         False on the ranks other than 0 (they keep identical states and write nothing).
+    resume : Resume, optional
+        The checkpoint this fit resumes (its best finished restart is carried on).
     """
 
-    def __init__(self, path, fingerprint, seeds, write=True):
+    def __init__(self, path, fingerprint, seeds, write=True, resume=None):
         self.path = path
         self.fingerprint = fingerprint
         self.seeds = np.asarray(seeds)
         self.write = write
         self._best_key = None
-        self._best_state = None
-
-    def _best(self, best):
-        """``(score, weights, history, run)`` of the best finished restart, or None."""
-        if best is None:
-            return None
-        score, module, history, _, run = best
-        if self._best_key != (id(module), run):  # copy the weights once per new best
-            self._best_key, self._best_state = (id(module), run), cpu_state(module)
-        return (score, self._best_state, list(history), run)
+        self._best = None if resume is None else resume.state["best"]
 
     def _save(self, **fields):
         if self.write:
             save(self.path, {"fingerprint": self.fingerprint, "seeds": self.seeds, **fields})
 
-    def epoch(self, run, best):
-        """The ``on_epoch_end`` hook of :func:`skcce._engine._train.train` for restart ``run``."""
+    def on_epoch_end(self, state: EpochEnd):
         if not self.write:
-            return None
-        finished = self._best(best)
+            return
+        self._save(
+            run=state.run,
+            best=self._best,
+            complete=False,
+            epoch=state.epoch,
+            history=state.history,
+            module=state.module,
+            optimizer=state.optimizer.state_dict(),
+            generator=state.generator.get_state(),
+        )
 
-        def on_epoch_end(state):
-            self._save(run=run, best=finished, complete=False, **state)
-
-        return on_epoch_end
-
-    def restart(self, next_run, best, complete):
-        """After a finished restart: the next one starts from scratch (or the fit is done)."""
+    def on_run_end(self, result: RunResult, best: Best | None):
+        """After a finished restart the next one starts from scratch (or the fit is done);
+        an interrupted restart leaves its last epoch's checkpoint in place."""
+        if result.interrupted:
+            return
+        if best is not None and self._best_key != (id(best.module), best.run):
+            self._best_key = (id(best.module), best.run)  # copy the weights once per new best
+            self._best = (best.score, cpu_state(best.module), list(best.history), best.run)
+        next_run = result.run + 1
         self._save(
             run=next_run,
             epoch=0,
@@ -176,6 +250,6 @@ class Saver:
             module=None,
             optimizer=None,
             generator=None,
-            best=self._best(best),
-            complete=bool(complete),
+            best=self._best,
+            complete=next_run == len(self.seeds),
         )

@@ -1,4 +1,5 @@
-"""Atomic file writes: nothing half-written is ever left at the target path."""
+"""Atomic file writes (nothing half-written is ever left at the target path) and one-line
+messages."""
 
 from __future__ import annotations
 
@@ -56,3 +57,18 @@ def atomic_write(path, write, *, binary: bool = False) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """``text`` as one line (white space folded), cut to ``limit`` characters with "...".
+
+    Examples
+    --------
+    >>> from skcce._engine._io import one_line
+    >>> one_line("no such\\n  file", limit=10)
+    'no such...'
+    """
+    text = " ".join(str(text).split())
+    if limit is None or len(text) <= limit:
+        return text
+    return text[: limit - 3] + "..."

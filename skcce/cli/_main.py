@@ -1,75 +1,22 @@
-"""The ``skcce`` command: ``skcce demo``, ``skcce cluster PATH --n-clusters K`` and
-``skcce reproduce table1|table2 --dataset D``."""
+"""The ``skcce`` command: the top-level parser and its sub-commands."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-import numpy as np
-
-
-def _load_fashion_mnist():
-    from skcce.datasets import load_dataset
-
-    try:
-        X, y = load_dataset("fashion-mnist")
-    except (FileNotFoundError, OSError, ValueError):
-        return None
-    return X.reshape(len(X), -1).astype(np.float32) / 255.0, y
-
-
-def run_demo(args) -> int:
-    """Fit CCEClustering and KMeans on digits (and Fashion-MNIST when installed); print tables."""
-    import torch
-    from sklearn.datasets import load_digits
-
-    from skcce import CCEClustering
-    from skcce.cli._compare import evaluate, kmeans_factory, markdown_table
-
-    torch.set_num_threads(max(1, args.threads))
-    seeds = list(range(args.seeds))
-    datasets = [("digits (raw 64-d pixels)", *load_digits(return_X_y=True))]
-    if not args.digits_only:
-        fm = _load_fashion_mnist()
-        if fm is None:
-            print("Fashion-MNIST not found (Debian package dataset-fashion-mnist); skipped.\n")
-        else:
-            datasets.append(("Fashion-MNIST (70 000 raw 784-d pixels in [0, 1])", *fm))
-    for name, X, y in datasets:
-        k = len(np.unique(y))
-        print(f"## {name}: {X.shape[0]} samples, {k} clusters, seeds {seeds}\n", flush=True)
-        rows = [
-            evaluate(
-                "CCEClustering",
-                lambda s, k=k: CCEClustering(n_clusters=k, random_state=s),
-                X,
-                y,
-                seeds,
-            ),
-            evaluate("KMeans(n_init=10)", kmeans_factory(k), X, y, seeds),
-        ]
-        print(markdown_table(rows) + "\n", flush=True)
-    return 0
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level argument parser with its sub-commands."""
     from skcce.cli.cluster import add_cluster_parser
+    from skcce.cli.demo import add_demo_parser
     from skcce.cli.reproduce import add_reproduce_parser
 
     parser = argparse.ArgumentParser(
         prog="skcce", description="Collision cross-entropy self-labeled clustering."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser(
-        "demo",
-        help="compare CCEClustering with KMeans on digits (and Fashion-MNIST if installed)",
-    )
-    demo.add_argument("--seeds", type=int, default=1, help="number of seeds (default 1)")
-    demo.add_argument("--digits-only", action="store_true", help="skip Fashion-MNIST")
-    demo.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    demo.set_defaults(func=run_demo)
+    add_demo_parser(sub)
     add_cluster_parser(sub)
     add_reproduce_parser(sub)
     return parser

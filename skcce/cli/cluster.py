@@ -17,6 +17,14 @@ import sys
 import warnings
 
 from skcce._engine._io import atomic_write
+from skcce.cli._common import (
+    CommandError,
+    check_output,
+    non_negative_int,
+    one_line,
+    positive_int,
+    run_command,
+)
 
 __all__ = ["IMAGE_EXTENSIONS", "add_cluster_parser", "cluster_main", "find_images", "run_cluster"]
 
@@ -29,10 +37,6 @@ _DESCRIPTION = (
     "Cluster a folder of images (searched recursively) with a frozen timm backbone and "
     "collision cross-entropy clustering; write path,cluster,confidence rows to a CSV file."
 )
-
-
-class _CommandError(Exception):
-    """An error reported to the user as one line, without a traceback."""
 
 
 def find_images(root):
@@ -108,30 +112,10 @@ def add_cluster_parser(subparsers):
     return parser
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
 def _add_arguments(parser):
     parser.add_argument("path", help="folder of images, searched recursively")
     parser.add_argument(
-        "--n-clusters", "-k", type=_positive_int, required=True, help="number of clusters K"
+        "--n-clusters", "-k", type=positive_int, required=True, help="number of clusters K"
     )
     parser.add_argument("--model", default="resnet50", help="timm model name (default: resnet50)")
     parser.add_argument(
@@ -153,15 +137,15 @@ def _add_arguments(parser):
         help="output CSV with columns path,cluster,confidence; '-' for stdout "
         "(default: labels.csv)",
     )
-    parser.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
     parser.add_argument(
         "--device", default="auto", help="auto (default), cpu, cuda, cuda:1, mps, ..."
     )
     parser.add_argument(
-        "--num-workers", type=_non_negative_int, default=0, help="image decoding processes"
+        "--num-workers", type=non_negative_int, default=0, help="image decoding processes"
     )
     parser.add_argument(
-        "--image-size", type=_positive_int, default=None, help="input resolution (model default)"
+        "--image-size", type=positive_int, default=None, help="input resolution (model default)"
     )
     parser.add_argument(
         "--lam", type=float, default=None, help="CCEClustering's lam (fairness weight)"
@@ -225,56 +209,33 @@ def run_cluster(args):
     >>> run_cluster(parser.parse_args(["cluster", "/no/such/folder", "-k", "2"]))
     1
     """
-    try:
+
+    def action():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("default")
             try:
                 _run(args)
             finally:
                 for message in dict.fromkeys(str(w.message) for w in caught):
-                    print(f"skcce cluster: warning: {_one_line(message)}", file=sys.stderr)
-    except _CommandError as exc:
-        print(f"skcce cluster: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("skcce cluster: interrupted", file=sys.stderr)
-        return 130
-    except (ValueError, OSError, RuntimeError, ImportError, MemoryError) as exc:
-        print(f"skcce cluster: error: {_one_line(str(exc)) or type(exc).__name__}", file=sys.stderr)
-        return 1
-    return 0
+                    print(f"skcce cluster: warning: {one_line(message)}", file=sys.stderr)
 
-
-def _one_line(text):
-    return " ".join(text.split())
-
-
-def _check_output(out):
-    if out == "-":
-        return
-    folder = os.path.dirname(os.path.abspath(out))
-    if os.path.isdir(out):
-        raise _CommandError(f"--out {out!r} is a folder; give a file name such as labels.csv")
-    if not os.path.isdir(folder):
-        raise _CommandError(f"cannot write {out!r}: folder {folder!r} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise _CommandError(f"cannot write {out!r}: folder {folder!r} is not writable")
+    return run_command("skcce cluster", action)
 
 
 def _run(args):
     root = args.path
     if not os.path.exists(root):
-        raise _CommandError(f"path not found: {root!r}")
+        raise CommandError(f"path not found: {root!r}")
     if not os.path.isdir(root):
-        raise _CommandError(f"path is not a folder: {root!r}")
-    _check_output(args.out)  # before the expensive part
+        raise CommandError(f"path is not a folder: {root!r}")
+    check_output(args.out)  # before the expensive part
     paths = find_images(root)
     if not paths:
-        raise _CommandError(
+        raise CommandError(
             f"no images found under {root!r} (looked for {', '.join(sorted(IMAGE_EXTENSIONS))})"
         )
     if args.n_clusters > len(paths):
-        raise _CommandError(
+        raise CommandError(
             f"--n-clusters {args.n_clusters} is more than the {len(paths)} images found"
         )
 

@@ -43,8 +43,8 @@ import warnings
 
 import numpy as np
 
-from skcce.cli.cluster import _check_output, _CommandError, _one_line, _positive_int
 from skcce._engine._io import atomic_write
+from skcce.cli._common import CommandError, check_output, one_line, positive_int, run_command
 
 __all__ = ["PAPER_RESULTS", "add_reproduce_parser", "method_specs", "run_reproduce"]
 
@@ -201,7 +201,7 @@ def add_reproduce_parser(subparsers):
     )
 
     def one_line_error(message):
-        print(f"skcce reproduce: error: {_one_line(message)}", file=sys.stderr)
+        print(f"skcce reproduce: error: {one_line(message)}", file=sys.stderr)
         raise SystemExit(2)
 
     parser.error = one_line_error
@@ -209,7 +209,7 @@ def add_reproduce_parser(subparsers):
     parser.add_argument("table", choices=TABLES, help="table1 (ResNet-50 + linear) or table2")
     parser.add_argument("--dataset", "-d", required=True, choices=datasets, help="dataset")
     parser.add_argument(
-        "--runs", type=_positive_int, default=None, help="seeds 0..N-1 (default: preset, 6)"
+        "--runs", type=positive_int, default=None, help="seeds 0..N-1 (default: preset, 6)"
     )
     parser.add_argument(
         "--baselines",
@@ -233,16 +233,16 @@ def add_reproduce_parser(subparsers):
     parser.add_argument(
         "--out", "-o", default=None, help="write the results as JSON ('-' for stdout)"
     )
-    parser.add_argument("--threads", type=_positive_int, default=1, help="CPU threads (default 1)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
     parser.add_argument(
         "--subset",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="a class-stratified subset of N samples (CPU budget; default: all)",
     )
     parser.add_argument(
-        "--epochs", type=_positive_int, default=None, help="override the preset's epochs"
+        "--epochs", type=positive_int, default=None, help="override the preset's epochs"
     )
     parser.add_argument(
         "--backbone",
@@ -251,7 +251,7 @@ def add_reproduce_parser(subparsers):
         "ImageNet ResNet-50)",
     )
     parser.add_argument(
-        "--batch-size", type=_positive_int, default=256, help="images per feature batch"
+        "--batch-size", type=positive_int, default=256, help="images per feature batch"
     )
     parser.set_defaults(func=run_reproduce)
     return parser
@@ -282,21 +282,13 @@ def run_reproduce(args) -> int:
     ...                                  "--root", root]))
     1
     """
-    try:
+
+    def action():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # sklearn/torch chatter would break the log lines
             _run(args)
-    except _CommandError as exc:
-        print(f"skcce reproduce: error: {_one_line(str(exc))}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("skcce reproduce: interrupted", file=sys.stderr)
-        return 130
-    except (ValueError, OSError, RuntimeError, ImportError, MemoryError) as exc:
-        text = _one_line(str(exc)) or type(exc).__name__
-        print(f"skcce reproduce: error: {text}", file=sys.stderr)
-        return 1
-    return 0
+
+    return run_command("skcce reproduce", action)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -355,7 +347,7 @@ def _load_images(args):
     try:
         return load_dataset(args.dataset, root=args.root, download=args.download)
     except FileNotFoundError:
-        raise _CommandError(_missing_data_message(args.dataset, args.root, args.table)) from None
+        raise CommandError(_missing_data_message(args.dataset, args.root, args.table)) from None
 
 
 def _stratified_subset(y, n, seed=0):
@@ -373,13 +365,13 @@ def _check_weights(args):
     if args.weights is None:
         return uses_backbone
     if not uses_backbone:
-        raise _CommandError(
+        raise CommandError(
             "--weights is only used by table1 on the paper's datasets "
             f"({', '.join(PAPER_DATASETS)}); {args.table} --dataset {args.dataset} has no "
             "pretrained backbone"
         )
     if not os.path.isfile(args.weights):
-        raise _CommandError(f"weights file not found: {args.weights!r}")
+        raise CommandError(f"weights file not found: {args.weights!r}")
     return True
 
 
@@ -425,14 +417,14 @@ def _load_backbone(args):
         "point HF_HOME at a populated cache and set HF_HUB_OFFLINE=1"
     )
     if args.weights is None and not _hub_has_weights(args.backbone):
-        raise _CommandError(message)
+        raise CommandError(message)
     extractor = FeatureExtractor(
         args.backbone, weights=args.weights, batch_size=args.batch_size, device=args.device
     )
     try:
         return extractor.fit(np.zeros((1, 8, 8, 3), dtype=np.uint8))
     except WeightsUnavailableError:
-        raise _CommandError(message) from None
+        raise CommandError(message) from None
 
 
 def _inputs(args, needs_backbone):
@@ -560,15 +552,15 @@ def _run(args):
     from threadpoolctl import threadpool_limits
 
     if args.dataset not in PAPER_DATASETS and args.dataset not in EXTRA_DATASETS[args.table]:
-        raise _CommandError(
+        raise CommandError(
             f"{args.table} does not run on {args.dataset!r} (8x8 digits are too small for "
             f"VGG-4); choose from {', '.join(PAPER_DATASETS + EXTRA_DATASETS[args.table])}"
         )
     if args.out is not None:
-        _check_output(args.out)
+        check_output(args.out)
     import torch
 
-    from skcce._clustering import resolve_device
+    from skcce._engine._device import resolve_device
 
     device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
@@ -623,7 +615,7 @@ def _run_methods(args, device, started, X, X_flat, y):
             except (FloatingPointError, ValueError, RuntimeError) as exc:
                 # a diverged run counts as failed (reported) rather than stopping the table
                 accs.append(None)
-                errors.append(f"seed {seed}: {_one_line(str(exc))}")
+                errors.append(f"seed {seed}: {one_line(str(exc))}")
                 times.append(time.perf_counter() - t0)
                 print(f"  {spec['key']} seed {seed}: failed ({errors[-1]})", file=sys.stderr)
                 continue

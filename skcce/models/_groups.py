@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-__all__ = ["param_groups"]
+__all__ = ["HeadBackbone", "param_groups"]
 
 
 def param_groups(model: nn.Module, lr_head: float, lr_backbone: float) -> list[dict]:
@@ -40,3 +40,35 @@ def param_groups(model: nn.Module, lr_head: float, lr_backbone: float) -> list[d
             {"params": list(model.backbone_parameters()), "lr": lr_backbone},
         ]
     return [{"params": list(model.parameters()), "lr": lr_head}]
+
+
+class HeadBackbone:
+    """Mixin of a network made of a feature extractor and a linear ``head``.
+
+    The extractor is the attribute named by ``_backbone_attr``; the mixin gives its
+    parameters and the head's apart, and the two optimiser groups of :func:`param_groups`.
+
+    Examples
+    --------
+    >>> from skcce.models import VGG4
+    >>> net = VGG4((3, 32, 32), 5)
+    >>> len(list(net.backbone_parameters())), len(list(net.head_parameters()))
+    (12, 2)
+    >>> [g["lr"] for g in net.param_groups(5e-2, 1e-5)]
+    [0.05, 1e-05]
+    """
+
+    _backbone_attr = "backbone"
+
+    def backbone_parameters(self):
+        """Parameters of the feature extractor (iterator of torch.nn.Parameter)."""
+        return getattr(self, self._backbone_attr).parameters()
+
+    def head_parameters(self):
+        """Parameters of the linear head (iterator of torch.nn.Parameter)."""
+        return self.head.parameters()
+
+    def param_groups(self, lr_head: float, lr_backbone: float) -> list[dict]:
+        """Optimiser groups with separate learning rates (supplement Table 4): see
+        :func:`param_groups`."""
+        return param_groups(self, lr_head, lr_backbone)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from ._groups import param_groups
+from ._groups import HeadBackbone
 from ._init import forked_rng, init_linear_
 
 __all__ = ["ResNet18", "load_backbone_weights"]
@@ -126,7 +126,7 @@ def load_backbone_weights(backbone: nn.Module, weights) -> nn.Module:
     return backbone
 
 
-class ResNet18(nn.Module):
+class ResNet18(HeadBackbone, nn.Module):
     """ResNet-18 backbone (timm) followed by a linear clustering head (supplement Table 4).
 
     ``backbone = timm.create_model("resnet18", pretrained=False, num_classes=0,
@@ -213,57 +213,3 @@ class ResNet18(nn.Module):
         torch.Size([2, 4])
         """
         return self.head(self.backbone(x))
-
-    def backbone_parameters(self):
-        """Parameters of the timm backbone.
-
-        Returns
-        -------
-        params : iterator of torch.nn.Parameter
-
-        Examples
-        --------
-        >>> len(list(ResNet18((3, 32, 32), 4).backbone_parameters()))
-        60
-        """
-        return self.backbone.parameters()
-
-    def head_parameters(self):
-        """Parameters of the linear head.
-
-        Returns
-        -------
-        params : iterator of torch.nn.Parameter
-
-        Examples
-        --------
-        >>> len(list(ResNet18((3, 32, 32), 4).head_parameters()))
-        2
-        """
-        return self.head.parameters()
-
-    def param_groups(self, lr_head: float, lr_backbone: float) -> list[dict]:
-        """Optimiser parameter groups with separate learning rates (supplement Table 4).
-
-        Parameters
-        ----------
-        lr_head : float
-            Learning rate of the linear head (supplement: 5e-2).
-        lr_backbone : float
-            Learning rate of the backbone (supplement: 1e-5).
-
-        Returns
-        -------
-        groups : list of dict
-            ``[{"params": head, "lr": lr_head}, {"params": backbone, "lr": lr_backbone}]``,
-            ready for ``torch.optim.Adam(groups)``.
-
-        Examples
-        --------
-        >>> import torch
-        >>> net = ResNet18((3, 32, 32), 4)
-        >>> opt = torch.optim.Adam(net.param_groups(5e-2, 1e-5))
-        >>> [g["lr"] for g in opt.param_groups]
-        [0.05, 1e-05]
-        """
-        return param_groups(self, lr_head, lr_backbone)

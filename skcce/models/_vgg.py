@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ._groups import HeadBackbone
 from ._init import init_conv_bn_, init_linear_
 
 __all__ = ["VGG4", "VGG4_VARIANTS"]
@@ -30,7 +31,7 @@ def _pool_out(size: int) -> int:
     return size // 2
 
 
-class VGG4(nn.Module):
+class VGG4(HeadBackbone, nn.Module):
     """VGG-4 of supplement Table 3: four 5x5 conv blocks and a linear classifier.
 
     Each block is ``Conv2d(5x5, padding 2, no bias) -> BatchNorm2d -> ReLU``; a
@@ -86,6 +87,8 @@ class VGG4(nn.Module):
     >>> net(torch.zeros(4, 1, 28, 28)).shape
     torch.Size([4, 10])
     """
+
+    _backbone_attr = "features"
 
     def __init__(
         self,
@@ -155,31 +158,3 @@ class VGG4(nn.Module):
         torch.Size([2, 5])
         """
         return self.head(torch.flatten(self.features(x), 1))
-
-    def backbone_parameters(self):
-        """Parameters of the convolutional stack (``features``).
-
-        Returns
-        -------
-        params : iterator of torch.nn.Parameter
-
-        Examples
-        --------
-        >>> len(list(VGG4((3, 32, 32), 5).backbone_parameters()))
-        12
-        """
-        return self.features.parameters()
-
-    def head_parameters(self):
-        """Parameters of the linear classifier (``head``).
-
-        Returns
-        -------
-        params : iterator of torch.nn.Parameter
-
-        Examples
-        --------
-        >>> len(list(VGG4((3, 32, 32), 5).head_parameters()))
-        2
-        """
-        return self.head.parameters()

@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from skcce.solvers._response_np import collision_response
 from skcce.losses import _kl_term, row_cross_entropy
+from skcce.solvers._response_np import collision_response
 
 _NUMPY_MAX_K = 64  # above this the walk's K passes beat the candidate check's fallbacks
 

@@ -23,6 +23,8 @@ import math
 
 import torch
 
+from skcce.solvers import _pgd
+from skcce.solvers._common import certified_result, start_point
 from skcce.solvers._duality import best_response, collision_edges
 from skcce.solvers._master import ColumnPool
 
@@ -137,8 +139,7 @@ def newton(problem, w, *, tol, max_iter):
 
     Returns early, not converged, when ``_STALL_WINDOW`` iterations in a row neither halve the
     certified gap nor raise the dual bound by ``_STALL_RISE`` of its magnitude; the caller
-    then polishes the labels with projected gradient descent
-    (:func:`skcce.solvers.solve_pseudo_labels`).
+    then polishes the labels with projected gradient descent (:func:`_solve`).
     """
     active = problem.active
     fixed = ~active  # reverse fairness: w_k = 0; forward: the class is excluded
@@ -244,3 +245,29 @@ def newton(problem, w, *, tol, max_iter):
             tau = max(_SMOOTH * (bv - bq) / problem.n, 1e-300)
         gaps.append(bv - bq)
         duals.append(bq)
+
+
+DEFAULT_MAX_ITER = 100
+
+
+def _solve(problem, init, *, tol, max_iter):
+    """The ``"newton"`` method on a validated problem, with its PGD polish.
+
+    When the dual ascent stalls (non-unique best responses at ties, or no ascent at working
+    precision) the primal is polished by monotone PGD from the better of Newton's labels and
+    the start, and the better certificate is kept. ``max_iter`` caps both; None gives each its
+    own default (100 Newton steps, 20000 PGD steps).
+    """
+    Y0 = start_point(problem, init)
+    cap = DEFAULT_MAX_ITER if max_iter is None else max_iter
+    Y, _, value, gap, n_iter, ok = newton(problem, problem.initial_w(Y0), tol=tol, max_iter=cap)
+    if not ok:
+        # mixing in a little of the prior keeps every active cluster non-empty, where both
+        # fairness terms have a finite gradient
+        start = 0.999 * Y + 0.001 * problem.prior if math.isfinite(value) else Y0
+        polish_cap = _pgd.DEFAULT_MAX_ITER if max_iter is None else max_iter
+        Y2, value2, gap2, n_more, ok2 = _pgd.run(problem, start, tol=tol, max_iter=polish_cap)
+        n_iter += n_more
+        if ok2 or not math.isfinite(value) or float(gap2) < gap:
+            Y, value, gap, ok = Y2, value2, gap2, ok2
+    return certified_result(Y, value, gap, n_iter, ok, "newton")

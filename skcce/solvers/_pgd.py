@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from skcce.solvers._common import certified_result, certify, start_point
+
 
 def project_simplex(V: torch.Tensor) -> torch.Tensor:
     """Euclidean projection of every row of V (N, K) onto the probability simplex."""
@@ -69,3 +71,32 @@ def pgd_step(problem, Y, value, eta, max_backtrack=60):
             return Yn, vn, eta * 1.5, bool((D != 0).any())
         eta = eta * 0.5
     return Y, value, eta, False
+
+
+DEFAULT_MAX_ITER = 20000
+
+
+def run(problem, Y, *, tol, max_iter):
+    """Monotone PGD from ``Y`` until certified; returns ``(Y, value, gap, n_iter, converged)``.
+
+    Stops early, with the certificate of the last iterate, when a step no longer moves.
+    """
+    value = problem.objective(Y)
+    eta = 1.0 / max(problem.n, 1)
+    n_iter = 0
+    while True:
+        gap, ok = certify(problem, Y, value, tol)
+        if ok or n_iter >= max_iter:
+            return Y, value, gap, n_iter, ok
+        n_iter += 1
+        Y, value, eta, moved = pgd_step(problem, Y, value, eta)
+        if not moved:
+            gap, ok = certify(problem, Y, value, tol)
+            return Y, value, gap, n_iter, ok
+
+
+def _solve(problem, init, *, tol, max_iter):
+    """The ``"pgd"`` method on a validated problem (:func:`skcce.solvers.solve_pseudo_labels`)."""
+    max_iter = DEFAULT_MAX_ITER if max_iter is None else max_iter
+    Y, value, gap, n_iter, ok = run(problem, start_point(problem, init), tol=tol, max_iter=max_iter)
+    return certified_result(Y, value, gap, n_iter, ok, "pgd")

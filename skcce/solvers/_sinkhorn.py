@@ -74,6 +74,8 @@ import math
 
 import torch
 
+from skcce.solvers._common import PseudoLabelResult
+
 __all__ = ["sinkhorn_labels", "sinkhorn_objective"]
 
 
@@ -214,3 +216,16 @@ def sinkhorn_labels(
         viol = float((Y.mean(dim=0) - prior).abs().sum())
     objective = float(sinkhorn_objective(Y, probs, lam))
     return Y, objective, viol, n_iter, bool(viol <= tol)
+
+
+DEFAULT_MAX_ITER = 1000
+
+
+def _solve(problem, init, *, tol, max_iter):
+    """The ``"sinkhorn"`` method on a validated problem (``init`` is not used): SeLa's
+    problem, not F, so ``gap`` is the marginal violation and no certificate."""
+    max_iter = DEFAULT_MAX_ITER if max_iter is None else max_iter
+    Y, value, gap, n_iter, ok = sinkhorn_labels(
+        problem.probs, problem.prior, lam=problem.lam, tol=tol, max_iter=max_iter
+    )
+    return PseudoLabelResult(Y, value, gap, n_iter, ok, "sinkhorn")

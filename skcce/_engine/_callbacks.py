@@ -1,0 +1,133 @@
+"""The one callback protocol of a fit, and the records that travel through it.
+
+A fit runs restarts; a restart runs epochs; an epoch runs mini-batches. Checkpointing
+(:class:`skcce._engine._checkpoint.Checkpoint`), the progress bar (:class:`ProgressBar`) and
+scikit-learn's callback API (adapted by the estimator) are all :class:`Callback` objects, as
+in skorch: the engine calls every hook of every callback, in order, and needs to know nothing
+else about them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class EpochEnd:
+    """The state at the end of a completed epoch (what a checkpoint needs to resume there).
+
+    ``epoch`` counts the completed epochs of restart ``run``; ``module`` is a CPU copy of the
+    weights; ``optimizer`` and ``generator`` are the live objects (read, never changed).
+    """
+
+    run: int
+    epoch: int
+    history: list
+    module: dict
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
+
+
+@dataclass
+class RunResult:
+    """What one restart (:func:`skcce._engine._train.run_single`) returns.
+
+    ``history`` lists its completed epochs; ``proba`` (training-set soft assignments) and
+    ``score`` (their label-free mutual information) are None when no epoch completed;
+    ``interrupted``: Ctrl-C ended it (the module holds the last completed epoch).
+    """
+
+    run: int
+    module: torch.nn.Module
+    history: list
+    proba: np.ndarray | None
+    score: float | None
+    interrupted: bool = False
+
+
+@dataclass
+class Best:
+    """The best restart so far: the one the fitted attributes will describe."""
+
+    score: float
+    module: torch.nn.Module
+    history: list
+    proba: np.ndarray
+    run: int
+
+    @classmethod
+    def keep(cls, best: Best | None, result: RunResult) -> Best | None:
+        """``result`` when it completed an epoch and scores higher than ``best``."""
+        if result.history and (best is None or result.score > best.score):
+            return cls(result.score, result.module, result.history, result.proba, result.run)
+        return best
+
+
+class Callback:
+    """Hooks around the runs, epochs and batches of a fit; each does nothing by default.
+
+    ``on_run_begin(run, first_epoch)`` (``first_epoch`` > 0 when resumed),
+    ``on_epoch_begin(run, epoch)``, ``on_batch_end(run)``,
+    ``on_epoch_end(state: EpochEnd)`` (after a completed, finite epoch) and
+    ``on_run_end(result: RunResult, best: Best | None)`` (``best`` includes this run).
+    """
+
+    def on_run_begin(self, run, first_epoch):
+        pass
+
+    def on_epoch_begin(self, run, epoch):
+        pass
+
+    def on_batch_end(self, run):
+        pass
+
+    def on_epoch_end(self, state: EpochEnd):
+        pass
+
+    def on_run_end(self, result: RunResult, best: Best | None):
+        pass
+
+
+class ProgressBar(Callback):
+    """A tqdm bar per restart, advanced per mini-batch (the estimator's ``verbose > 0``)."""
+
+    def __init__(self, n_init, max_epochs, n_batches):
+        self.n_init, self.max_epochs, self.n_batches = n_init, max_epochs, n_batches
+        self.bar = None
+
+    def on_run_begin(self, run, first_epoch):
+        from tqdm.auto import tqdm
+
+        self.on_run_end(None, None)
+        desc = f"fit {run + 1}/{self.n_init}" if self.n_init > 1 else "fit"
+        total = (self.max_epochs - first_epoch) * self.n_batches
+        self.bar = tqdm(total=total, desc=desc, leave=False)
+
+    def on_batch_end(self, run):
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def on_run_end(self, result, best):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class SklearnCallbacks(Callback):
+    """scikit-learn's callback API (>= 1.9) on this protocol: ``root`` is the estimator's
+    fit task (begun and ended by ``fit``), with one sub-task per epoch."""
+
+    def __init__(self, estimator, n_tasks):
+        self.estimator = estimator
+        self.root = estimator._init_callback_context(max_subtasks=n_tasks)
+        self.sub = None
+
+    def on_epoch_begin(self, run, epoch):
+        self.sub = self.root.subcontext(task_name="epoch")
+        self.sub.call_on_fit_task_begin(estimator=self.estimator)
+
+    def on_epoch_end(self, state):
+        self.sub.call_on_fit_task_end(estimator=self.estimator)

@@ -1,0 +1,146 @@
+"""One training step of the supplement's Algorithm 1, on one mini-batch.
+
+1. forward the batch, ``sigma = softmax(logits)`` (detached);
+2. solve the batch's soft pseudo-labels exactly, warm-started from ``sigma`` (the solvers'
+   private path :func:`skcce.solvers._solve`: the data are valid rows by construction);
+3. one optimiser step on the network loss
+
+   ``mean_i H(y_i, sigma_i) + fairness_weight * KL(u || mean_i sigma_i)``
+   ``[+ augment_weight * mean_i H(y_i, sigma(aug(x_i)))]``.
+
+The second term is our reading of the supplement's "1.3 as the weight of fairness term in (1)":
+the network loss also carries the fairness term, evaluated on the mean *prediction* (the only
+part of it that depends on the network). It is what keeps a linear head on raw pixels from
+collapsing into a few clusters (docs: user guide, "network loss").
+
+Under data parallelism (:mod:`skcce._engine._distributed`) the batch is the global batch:
+every rank trains on its shard of it, the pseudo-labels are solved for the whole batch, and
+the loss is scaled so that DDP's averaged gradient is the one-process gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from skcce.losses import (
+    _kl_term,
+    collision_cross_entropy,
+    cross_entropy,
+    reverse_cross_entropy,
+)
+from skcce.solvers import _solve, make_problem
+
+NETWORK_LOSSES = {
+    "collision": collision_cross_entropy,
+    "shannon": cross_entropy,
+    "reverse": reverse_cross_entropy,
+}
+
+
+@dataclass
+class Step:
+    """What every step of one run shares: the network and the model that trains it (the
+    network itself, or its DDP wrapper), the optimiser, the fitted normalisation, the settings,
+    the data-parallel context and the prior (float64 on the CPU for the solver, float32 on
+    the device for the network loss; None: uniform)."""
+
+    network: torch.nn.Module
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    inputs: object
+    cfg: object
+    ctx: object
+    prior: torch.Tensor | None = None
+    prior_dev: torch.Tensor | None = None
+
+
+@dataclass
+class StepResult:
+    """The detached loss and fairness of a step, this rank's rows, logits and solver result."""
+
+    loss: torch.Tensor
+    fairness: torch.Tensor
+    n_local: int
+    logits: torch.Tensor
+    solver: object
+
+
+def _local_loss(values, n_local, n_global, world_size):
+    """This rank's share of a mean over the global batch, scaled for DDP's gradient average.
+
+    ``values`` is the mean over the local rows; the result is ``(W / B) * sum_local``, so
+    the ranks' gradients average (DDP) to the gradient of the mean over all ``B`` rows.
+    (An empty shard passes ``logits.sum() * 0``: an exact zero that keeps the network in
+    the graph, as DDP needs every rank to reduce the same gradients.)
+    """
+    if n_local == 0 or world_size == 1:
+        return values
+    return values * (world_size * n_local / n_global)
+
+
+def pseudo_labels(probs, n_global, cfg, prior, ctx):
+    """This rank's rows of the exact pseudo-labels of the global batch, and the solver result.
+
+    ``probs`` (float64, this rank's rows of the global batch of ``n_global`` rows, in the
+    shard order of ``ctx``) are gathered from every rank; every rank solves the same global
+    problem with the same deterministic solver and keeps its own rows, so the labels are
+    bitwise those of one process solving the concatenated batch.
+
+    Raises
+    ------
+    FloatingPointError
+        The network's predictions are not finite (training diverged).
+    """
+    probs = ctx.gather_rows(probs, n_global)
+    if not bool(torch.isfinite(probs).all()):
+        raise FloatingPointError(
+            "the network's predictions became non-finite; lower learning_rate or check the "
+            "scale of X"
+        )
+    problem = make_problem(probs, lam=cfg.lam, fairness=cfg.fairness, prior=prior, loss=cfg.loss)
+    res = _solve(problem, cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter)
+    lo, hi = ctx.bounds(n_global)[ctx.rank : ctx.rank + 2]
+    return res.labels[lo:hi], res
+
+
+def _forward(model, xb, amp):
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+        return model(xb).float()
+
+
+def train_step(step: Step, X, rows, aug_gen) -> StepResult:
+    """Algorithm 1 on the global batch ``rows`` (sorted indices into X): pseudo-labels, then
+    one optimiser step. ``aug_gen`` draws the augmentation's randomness."""
+    cfg, ctx, inputs = step.cfg, step.ctx, step.inputs
+    device, n_global = cfg.device, len(rows)
+    idx = ctx.shard(rows)
+    raw = inputs.raw(X, idx, device)
+    xb = inputs.normalize(raw)
+    logits = _forward(step.model, xb, cfg.amp)
+    sigma = torch.softmax(logits, dim=1)
+    probs = sigma.detach().to(torch.float64)
+    probs = probs / probs.sum(dim=1, keepdim=True)  # exact rows in float64
+    Y, res = pseudo_labels(probs, n_global, cfg, step.prior, ctx)
+    Y = Y.to(device=device, dtype=logits.dtype)
+    net_loss = NETWORK_LOSSES[cfg.loss]
+    loss = net_loss(logits, Y) if len(idx) else logits.sum() * 0
+    if ctx.active:
+        mean_sigma = ctx.global_sum(sigma.sum(dim=0)) / n_global
+    else:
+        mean_sigma = sigma.mean(dim=0)
+    fair = _kl_term(mean_sigma, step.prior_dev, cfg.fairness)
+    total = _local_loss(loss, len(idx), n_global, ctx.world_size)
+    total = total + cfg.fairness_weight * fair
+    if cfg.augment is not None and cfg.augment_weight > 0:
+        # augment before normalising: geometric transforms fill borders with 0 = black in
+        # [0, 1] image space, not with the mean pixel
+        xa = inputs.normalize(cfg.augment(raw, generator=aug_gen)) if len(idx) else xb
+        logits_a = _forward(step.model, xa, cfg.amp)
+        loss_a = net_loss(logits_a, Y) if len(idx) else logits_a.sum() * 0
+        total = total + cfg.augment_weight * _local_loss(loss_a, len(idx), n_global, ctx.world_size)
+    step.optimizer.zero_grad(set_to_none=True)
+    total.backward()
+    step.optimizer.step()
+    return StepResult(loss.detach(), fair.detach(), len(idx), logits, res)
