@@ -214,15 +214,17 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     Examples
     --------
+    >>> import numpy as np
     >>> from sklearn.datasets import load_digits
     >>> from skcce import CCEClustering
     >>> X, y = load_digits(return_X_y=True)
-    >>> cce = CCEClustering(n_clusters=10, random_state=0).fit(X)
-    >>> cce.labels_.shape
-    (1797,)
+    >>> X = X[:500]  # a small, quick example: one restart of two epochs
+    >>> cce = CCEClustering(n_clusters=10, n_init=1, max_epochs=2, random_state=0).fit(X)
+    >>> cce.labels_.shape, cce.n_iter_
+    ((500,), 2)
     >>> proba = cce.predict_proba(X[:3])
-    >>> proba.shape
-    (3, 10)
+    >>> proba.shape, bool(np.allclose(proba.sum(axis=1), 1))
+    ((3, 10), True)
     """
 
     _parameter_constraints: dict = {

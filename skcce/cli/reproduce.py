@@ -205,6 +205,12 @@ def add_reproduce_parser(subparsers):
         raise SystemExit(2)
 
     parser.error = one_line_error
+    _add_arguments(parser)
+    parser.set_defaults(func=run_reproduce)
+    return parser
+
+
+def _add_arguments(parser):
     datasets = list(PAPER_DATASETS) + ["fashion-mnist", "digits"]
     parser.add_argument("table", choices=TABLES, help="table1 (ResNet-50 + linear) or table2")
     parser.add_argument("--dataset", "-d", required=True, choices=datasets, help="dataset")
@@ -253,8 +259,6 @@ def add_reproduce_parser(subparsers):
     parser.add_argument(
         "--batch-size", type=positive_int, default=256, help="images per feature batch"
     )
-    parser.set_defaults(func=run_reproduce)
-    return parser
 
 
 def run_reproduce(args) -> int:

@@ -115,6 +115,17 @@ def check_model(model: nn.Module, input_shape: tuple[int, ...], n_clusters: int)
     return model
 
 
+def _from_factory(factory, shape, n_clusters, generator, kwargs) -> nn.Module:
+    """``factory(shape, n_clusters, **kwargs)`` under :func:`forked_rng`, checked."""
+    with forked_rng(generator):
+        model = factory(shape, n_clusters, **kwargs)
+    if not isinstance(model, nn.Module):
+        raise ValueError(
+            f"The model factory must return a torch.nn.Module, got {type(model).__name__}"
+        )
+    return check_model(model, shape, n_clusters)
+
+
 def build_model(
     name_or_module: str | nn.Module | Callable[[tuple[int, ...], int], nn.Module],
     input_shape: tuple[int, ...],
@@ -189,13 +200,7 @@ def build_model(
     if isinstance(name_or_module, nn.Module):
         return check_model(name_or_module, shape, n_clusters)
     if callable(name_or_module):
-        with forked_rng(generator):
-            model = name_or_module(shape, n_clusters, **kwargs)
-        if not isinstance(model, nn.Module):
-            raise ValueError(
-                f"The model factory must return a torch.nn.Module, got {type(model).__name__}"
-            )
-        return check_model(model, shape, n_clusters)
+        return _from_factory(name_or_module, shape, n_clusters, generator, kwargs)
     raise TypeError(
         "name_or_module must be a model name, a torch.nn.Module or a callable, got "
         f"{type(name_or_module).__name__}"

@@ -106,10 +106,7 @@ def smoothed_start(problem, w, log_probs, taus=_START_TAUS, max_iter=_START_ITER
                 step = torch.linalg.solve(H, g)
             except torch.linalg.LinAlgError:  # singular at working precision: keep this w
                 return w
-            t = 1.0
-            if problem.fairness == "reverse":  # keep w > 0
-                shrink = torch.where(active & (step < 0), -w / step.clamp_max(-1e-300), torch.inf)
-                t = min(1.0, 0.99 * float(shrink.min()))
+            t = _step_cap(problem, w, step)  # keep w > 0 (reverse fairness)
             slope = float((g * step).sum())
             for _ in range(30):
                 qn, Pn = value(w + t * step, tau)
@@ -125,103 +122,157 @@ def smoothed_start(problem, w, log_probs, taus=_START_TAUS, max_iter=_START_ITER
     return w
 
 
+class _Bounds:
+    """The certificate of :func:`newton`: the best labels seen (``Y``, primal bound ``value``)
+    and the best dual value ``q``; for the collision loss, the pool of recent best responses."""
+
+    def __init__(self, problem, Y, q, tol, pool):
+        self.problem, self.tol, self.pool = problem, tol, pool
+        self.Y, self.value, self.q = Y, float(problem.objective(Y)), q
+        if pool is not None:
+            pool.add(Y)
+
+    @property
+    def gap(self):
+        return self.value - self.q
+
+    def certified(self):
+        return math.isfinite(self.value) and self.gap <= self.tol * max(abs(self.value), 1.0)
+
+    def consider(self, Yc, qc):
+        """Labels ``Yc`` and a dual value ``qc`` seen at a trial point."""
+        if math.isfinite(qc):
+            self.q = max(self.q, qc)
+        vc = float(self.problem.objective(Yc))
+        if vc < self.value:
+            self.Y, self.value = Yc, vc
+        if self.pool is not None:
+            self.pool.add(Yc)
+
+    def result(self, w, n_iter, converged):
+        return self.Y, w, self.value, self.gap, n_iter, converged
+
+
+def _stalled(gaps, duals):
+    """``_STALL_WINDOW`` iterations without halving the gap or raising the dual bound."""
+    if len(gaps) <= _STALL_WINDOW:
+        return False
+    rise = duals[-1] - duals[-1 - _STALL_WINDOW]
+    return not gaps[-1] <= 0.5 * gaps[-1 - _STALL_WINDOW] and not (
+        rise >= _STALL_RISE * max(abs(duals[-1]), 1.0)
+    )
+
+
+def _step_cap(problem, w, step):
+    """The largest step fraction (at most 1) that keeps ``w > 0`` (reverse fairness)."""
+    if problem.fairness != "reverse":
+        return 1.0
+    shrink = torch.where(problem.active & (step < 0), -w / step.clamp_max(-1e-300), torch.inf)
+    return min(1.0, 0.99 * float(shrink.min()))
+
+
+def _direction(problem, w, Y, log_probs, tau):
+    """``(gradient, Newton step)`` of the dual at ``w``; the step is None when the system is
+    singular at working precision. ``log_probs`` (collision loss) adds the smoothed
+    curvature at temperature ``tau``."""
+    active = problem.active
+    fixed = ~active  # reverse fairness: w_k = 0; forward: the class is excluded
+    eye = torch.eye(problem.k, dtype=w.dtype, device=w.device)
+    s_dual = problem.dual_sums(w)
+    g = torch.where(fixed, 0, s_dual - Y.sum(dim=0))
+    H = _curvature(problem, w, Y) + torch.diag(problem.fairness_curvature(w, s_dual))
+    if log_probs is not None and math.isfinite(tau):
+        wm = torch.where(active, w, 0) if problem.fairness == "forward" else w
+        H = H + _smoothed_curvature(log_probs, wm, tau)
+    H = torch.where(fixed[:, None] | fixed[None, :], eye, H)
+    H = H + eye * (1e-12 * H.diagonal().abs().max().clamp_min(1e-300))
+    try:
+        return g, torch.linalg.solve(H, g)
+    except torch.linalg.LinAlgError:
+        return g, None
+
+
+def _line_search(problem, bounds, w, q, g, step, t):
+    """Armijo backtracking on ``q`` from ``w`` along ``step``, from the fraction ``t``;
+    every trial point updates the bounds. Returns ``(accepted, t, w, Y, q)`` of the last
+    trial (``t`` halved once more when none was accepted)."""
+    slope = float((g * step).sum())
+    for _ in range(_BACKTRACK):
+        wn = w + t * step
+        Yn, psin = best_response(problem, wn)
+        qn = float(problem.dual_value(wn, psin))
+        bounds.consider(Yn, qn)
+        if qn >= q + 1e-4 * t * slope or bounds.certified():
+            return True, t, wn, Yn, qn
+        t *= 0.5
+    return False, t, wn, Yn, qn
+
+
+def _recover(problem, bounds, w, Y, q):
+    """Collision loss: the best mix of the pooled labels (:mod:`skcce.solvers._master`) and
+    the dual at the multiplier it implies, which becomes the iterate when it is better."""
+    bounds.Y, bounds.value = bounds.pool.best_mix(bounds.Y, bounds.value)
+    wp = problem.initial_w(bounds.Y)
+    Yp, psip = best_response(problem, wp)
+    qp = float(problem.dual_value(wp, psip))
+    if math.isfinite(qp) and qp > q:
+        w, Y, q = wp, Yp, qp
+    bounds.consider(Yp, qp)
+    return w, Y, q
+
+
 def newton(problem, w, *, tol, max_iter):
     """Maximise the dual; returns (Y, w, value, gap, n_iter, converged).
 
     Each iteration takes one Newton step on the dual with an Armijo backtracking line search
     (after ``_BACKTRACK`` halvings without ascent the trust region shrinks instead); every trial
     point's labels and dual value update the bounds. For the collision loss it then (i) solves
-    the restricted master problem of :mod:`skcce.solvers._master` over the recent best responses and
-    the best labels so far, and
-    (ii) evaluates the dual at the multiplier those labels imply (``problem.initial_w``), which
-    becomes the next iterate when it is better. The certificate is the best primal value seen
-    minus the best dual value seen (both are valid bounds).
+    the restricted master problem of :mod:`skcce.solvers._master` over the recent best
+    responses and the best labels so far, and (ii) evaluates the dual at the multiplier those
+    labels imply (``problem.initial_w``), which becomes the next iterate when it is better.
+    The certificate is the best primal value seen minus the best dual value seen (both are
+    valid bounds).
 
     Returns early, not converged, when ``_STALL_WINDOW`` iterations in a row neither halve the
     certified gap nor raise the dual bound by ``_STALL_RISE`` of its magnitude; the caller
     then polishes the labels with projected gradient descent (:func:`_solve`).
     """
-    active = problem.active
-    fixed = ~active  # reverse fairness: w_k = 0; forward: the class is excluded
     collision = problem.loss == "collision"
+    log_probs, tau = None, math.inf
     if collision:
         log_probs = torch.log(problem.probs)
         if problem.fairness == "forward":
-            log_probs = torch.where(active, log_probs, -torch.inf)
+            log_probs = torch.where(problem.active, log_probs, -torch.inf)
         if problem.lam >= _START_LAM * problem.n:
             # in float64 whatever the input: at large lam the smoothed Hessian adds terms of very
             # different sizes, which float32 rounds into a singular matrix
             w = smoothed_start(problem, w.double(), log_probs.double()).to(w.dtype)
     Y, psi = best_response(problem, w)
     q = float(problem.dual_value(w, psi))
-    bY, bv, bq = Y, float(problem.objective(Y)), q
-    pool = ColumnPool(problem) if collision else None
-    if pool is not None:
-        pool.add(Y)
-        wfin = torch.where(active, w, 0) if problem.fairness == "forward" else w
+    bounds = _Bounds(problem, Y, q, tol, ColumnPool(problem) if collision else None)
+    if collision:
+        wfin = torch.where(problem.active, w, 0) if problem.fairness == "forward" else w
         tau = _TAU0 * max(float(wfin.abs().max()), 1e-12)
     n_iter = 0
-    eye = torch.eye(problem.k, dtype=w.dtype, device=w.device)
     radius = 1.0 + float(w.abs().max())
-    gaps, duals = [bv - bq], [bq]
-
-    def certified():
-        return math.isfinite(bv) and bv - bq <= tol * max(abs(bv), 1.0)
-
-    def consider(Yc):
-        nonlocal bY, bv
-        vc = float(problem.objective(Yc))
-        if vc < bv:
-            bY, bv = Yc, vc
-        if pool is not None:
-            pool.add(Yc)
-
+    gaps, duals = [bounds.gap], [bounds.q]
     while True:
-        if certified():
-            return bY, w, bv, bv - bq, n_iter, True
-        if n_iter >= max_iter:
-            return bY, w, bv, bv - bq, n_iter, False
-        if len(gaps) > _STALL_WINDOW:
-            rise = duals[-1] - duals[-1 - _STALL_WINDOW]
-            if not gaps[-1] <= 0.5 * gaps[-1 - _STALL_WINDOW] and not (
-                rise >= _STALL_RISE * max(abs(duals[-1]), 1.0)
-            ):
-                return bY, w, bv, bv - bq, n_iter, False
+        if bounds.certified():
+            return bounds.result(w, n_iter, True)
+        if n_iter >= max_iter or _stalled(gaps, duals):
+            return bounds.result(w, n_iter, False)
         n_iter += 1
-        s_dual = problem.dual_sums(w)
-        g = torch.where(fixed, 0, s_dual - Y.sum(dim=0))
-        H = _curvature(problem, w, Y) + torch.diag(problem.fairness_curvature(w, s_dual))
-        if pool is not None and math.isfinite(tau):
-            wm = torch.where(active, w, 0) if problem.fairness == "forward" else w
-            H = H + _smoothed_curvature(log_probs, wm, tau)
-        H = torch.where(fixed[:, None] | fixed[None, :], eye, H)
-        H = H + eye * (1e-12 * H.diagonal().abs().max().clamp_min(1e-300))
-        try:
-            step = torch.linalg.solve(H, g)
-        except torch.linalg.LinAlgError:  # singular at working precision: let PGD polish
-            return bY, w, bv, bv - bq, n_iter, False
+        g, step = _direction(problem, w, Y, log_probs, tau)
+        if step is None:  # singular at working precision: let PGD polish
+            return bounds.result(w, n_iter, False)
         # trust region on the step (max-norm): when few rows sit on edges the Hessian is
         # nearly singular (large lambda: an LP-like dual) and the raw Newton step is huge.
         size = float(step.abs().max())
         if size > radius:
             step = step * (radius / size)
-        t = 1.0
-        if problem.fairness == "reverse":  # keep w > 0
-            shrink = torch.where(active & (step < 0), -w / step.clamp_max(-1e-300), torch.inf)
-            t = min(1.0, 0.99 * float(shrink.min()))
-        slope = float((g * step).sum())
-        accepted = False
-        for _ in range(_BACKTRACK):
-            wn = w + t * step
-            Yn, psin = best_response(problem, wn)
-            qn = float(problem.dual_value(wn, psin))
-            if math.isfinite(qn):
-                bq = max(bq, qn)
-            consider(Yn)
-            if qn >= q + 1e-4 * t * slope or certified():
-                accepted = True
-                break
-            t *= 0.5
+        accepted, t, wn, Yn, qn = _line_search(
+            problem, bounds, w, q, g, step, _step_cap(problem, w, step)
+        )
         taken = t * float(step.abs().max())
         if accepted and qn > q:
             if t == 1.0 and taken >= radius * (1 - 1e-12):  # capped full step: grow
@@ -231,20 +282,12 @@ def newton(problem, w, *, tol, max_iter):
             w, Y, q = wn, Yn, qn
         else:
             radius = max(0.5 * taken, 1e-300)
-        if pool is not None and not certified():
-            bY, bv = pool.best_mix(bY, bv)
-            wp = problem.initial_w(bY)
-            Yp, psip = best_response(problem, wp)
-            qp = float(problem.dual_value(wp, psip))
-            if math.isfinite(qp):
-                bq = max(bq, qp)
-                if qp > q:
-                    w, Y, q = wp, Yp, qp
-            consider(Yp)
-        if pool is not None and math.isfinite(bv - bq):
-            tau = max(_SMOOTH * (bv - bq) / problem.n, 1e-300)
-        gaps.append(bv - bq)
-        duals.append(bq)
+        if collision and not bounds.certified():
+            w, Y, q = _recover(problem, bounds, w, Y, q)
+        if collision and math.isfinite(bounds.gap):
+            tau = max(_SMOOTH * bounds.gap / problem.n, 1e-300)
+        gaps.append(bounds.gap)
+        duals.append(bounds.q)
 
 
 DEFAULT_MAX_ITER = 100

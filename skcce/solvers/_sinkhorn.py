@@ -120,6 +120,34 @@ def _lse(x: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.logsumexp(x, dim=dim)
 
 
+def _scale(log_k, prior, tol, max_iter):
+    """The Sinkhorn iterations on the kernel ``exp(log_k)``: ``(a, b, violation, n_iter)``."""
+    n = log_k.shape[0]
+    log_c = torch.log(prior * n)  # -inf where the prior is 0
+    zero = torch.zeros((), dtype=log_k.dtype, device=log_k.device)
+    b = torch.zeros_like(prior)
+
+    def rows(b):
+        lse = _lse(log_k + b[None, :], 1)
+        # a row with no reachable cluster stays empty (fixed below): never -inf - -inf
+        return torch.where(torch.isfinite(lse), -lse, zero)
+
+    a = rows(b)
+    n_iter = 0
+    while True:
+        # column log-sums of the current labels (rows exact): the violation and the next
+        # column update share them
+        lse = _lse(log_k + a[:, None], 0)
+        finite = torch.isfinite(lse)
+        col_mean = torch.where(finite, torch.exp(lse + b), zero) / n
+        viol = float((col_mean - prior).abs().sum())
+        if viol <= tol or n_iter >= max_iter:
+            return a, b, viol, n_iter
+        b = torch.where(finite, log_c - lse, zero)
+        a = rows(b)
+        n_iter += 1
+
+
 def sinkhorn_labels(
     probs: torch.Tensor,
     prior: torch.Tensor,
@@ -183,32 +211,8 @@ def sinkhorn_labels(
         raise ValueError(
             f"method='sinkhorn' needs lam > 0 (the SeLa sharpness lambda_s, e.g. 25); got {lam!r}"
         )
-    n, _ = probs.shape
     log_k = lam * torch.log(probs)  # -inf where probs == 0
-    log_c = torch.log(prior * n)  # -inf where the prior is 0
-    zero = torch.zeros((), dtype=probs.dtype, device=probs.device)
-    a = torch.zeros(n, dtype=probs.dtype, device=probs.device)
-    b = torch.zeros_like(prior)
-
-    def rows(b):
-        lse = _lse(log_k + b[None, :], 1)
-        # a row with no reachable cluster stays empty (fixed below): never -inf - -inf
-        return torch.where(torch.isfinite(lse), -lse, zero)
-
-    a = rows(b)
-    n_iter = 0
-    while True:
-        # column log-sums of the current labels (rows exact): the violation and the next
-        # column update share them
-        lse = _lse(log_k + a[:, None], 0)
-        finite = torch.isfinite(lse)
-        col_mean = torch.where(finite, torch.exp(lse + b), zero) / n
-        viol = float((col_mean - prior).abs().sum())
-        if viol <= tol or n_iter >= max_iter:
-            break
-        b = torch.where(finite, log_c - lse, zero)
-        a = rows(b)
-        n_iter += 1
+    a, b, viol, n_iter = _scale(log_k, prior, tol, max_iter)
     Y = torch.exp(log_k + a[:, None] + b[None, :])
     dead = Y.sum(dim=1) <= 0
     if bool(dead.any()):
