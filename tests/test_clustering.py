@@ -159,36 +159,47 @@ def test_adam_and_prior(blobs):
     assert est.labels_.shape == (300,)
 
 
+@pytest.mark.parametrize("prior", [None, (0.7, 0.3), (0.3, 0.7)])
+def test_prior_moves_cluster_sizes_toward_it(prior):
+    # one Gaussian blob: no cluster structure of its own, so the fairness prior sets the sizes
+    X = np.random.default_rng(0).normal(size=(400, 2)).astype(np.float32)
+    est = CCEClustering(n_clusters=2, prior=prior, random_state=0, **FAST).fit(X)
+    sizes = np.bincount(est.labels_, minlength=2) / len(X)
+    target = np.full(2, 0.5) if prior is None else np.asarray(prior)
+    assert np.abs(sizes - target).max() < 0.08, sizes
+
+
 def test_pipeline_and_gridsearch_label_free(blobs):
     X, _ = blobs
     pipe = make_pipeline(StandardScaler(), CCEClustering(n_clusters=3, random_state=0, **FAST))
     labels = pipe.fit_predict(X)
     assert labels.shape == (300,)
+    # label-free: the score (mutual information) must prefer a trained head to one that
+    # barely moved from its initialisation
     search = GridSearchCV(
-        CCEClustering(n_clusters=3, random_state=0, **FAST), {"lam": [0.0, 100.0]}, cv=2
+        CCEClustering(n_clusters=3, random_state=0, **FAST),
+        {"learning_rate": [1e-6, 0.5]},
+        cv=2,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         search.fit(X)
-    assert search.best_params_["lam"] in (0.0, 100.0)
-    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    scores = search.cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(scores)) and scores[1] > scores[0] + 0.1
+    assert search.best_params_ == {"learning_rate": 0.5}
 
 
 def test_gridsearch_with_ari_scorer(blobs):
     X, y = blobs
 
-    def ari(est, X, y):
-        return adjusted_rand_score(y, est.predict(X))
-
     search = GridSearchCV(
         CCEClustering(n_clusters=3, random_state=0, **FAST),
         {"lam": [10.0, 100.0]},
-        scoring=ari,
+        scoring=make_scorer(adjusted_rand_score),
         cv=2,
     )
     search.fit(X, y)
     assert search.best_score_ > 0.8
-    assert callable(make_scorer(adjusted_rand_score))
 
 
 def test_score_collapsed_model_scores_lower(blobs, fitted):
@@ -449,9 +460,48 @@ def test_amp_ignored_on_cpu(blobs):
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
 
 
-def test_solver_parameter_selects_the_pseudo_label_method():
+@pytest.mark.parametrize("solver, expected", [("pgd", "pgd"), ("auto", "newton"), ("em", "em")])
+def test_solver_parameter_selects_the_pseudo_label_method(monkeypatch, solver, expected):
+    import skcce.solvers as solvers
+
+    calls = []
+    for method, solve in list(solvers._SOLVERS.items()):
+
+        def record(problem, init, *, tol, max_iter, method=method, solve=solve):
+            calls.append(method)
+            return solve(problem, init, tol=tol, max_iter=max_iter)
+
+        monkeypatch.setitem(solvers._SOLVERS, method, record)
     X, _ = make_blobs(n_samples=120, centers=3, n_features=4, random_state=0)
-    est = CCEClustering(n_clusters=3, solver="pgd", max_epochs=2, n_init=1, random_state=0)
+    est = CCEClustering(n_clusters=3, solver=solver, max_epochs=2, n_init=1, random_state=0)
     assert est.fit(X).labels_.shape == (120,)
+    assert set(calls) == {expected} and len(calls) == 2  # 2 epochs of one batch of 120 rows
     with pytest.raises(ValueError, match="method='em'"):
         CCEClustering(n_clusters=3, solver="em", fairness="forward").fit(X)
+
+
+@pytest.mark.parametrize(
+    "old, new, value", [("em_tol", "solver_tol", 1e-3), ("em_max_iter", "solver_max_iter", 7)]
+)
+def test_renamed_solver_parameters_still_work_with_a_futurewarning(blobs, old, new, value):
+    X, _ = blobs
+    with pytest.warns(FutureWarning, match=f"'{old}' was renamed '{new}'"):
+        est = CCEClustering(n_clusters=3, random_state=0, **FAST, **{old: value}).fit(X)
+    ref = CCEClustering(n_clusters=3, random_state=0, **FAST, **{new: value}).fit(X)
+    np.testing.assert_array_equal(est.labels_, ref.labels_)
+    for key, weight in ref.module_.state_dict().items():
+        torch.testing.assert_close(est.module_.state_dict()[key], weight, rtol=0, atol=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the new name alone: no warning
+        CCEClustering(n_clusters=3, random_state=0, **FAST, **{new: value}).fit(X)
+
+
+def test_public_names():
+    import skcce
+    from skcce._engine._checkpoint import CheckpointMismatchError
+    from skcce._engine._train import FitInterruptedWarning
+
+    assert skcce.FitInterruptedWarning is FitInterruptedWarning
+    assert skcce.CheckpointMismatchError is CheckpointMismatchError
+    assert issubclass(skcce.CheckpointMismatchError, ValueError)
+    assert set(skcce.__all__) >= {"CCEClustering", "FeatureExtractor", "FitInterruptedWarning"}

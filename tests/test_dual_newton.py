@@ -8,9 +8,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from skcce.solvers import solve_pseudo_labels
 from skcce.solvers._duality import Problem, _collision_response, _collision_response_cpu
 from skcce.solvers._master import ColumnPool
-from skcce.solvers import solve_pseudo_labels
 
 D = torch.float64
 

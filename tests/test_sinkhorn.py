@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from skcce.solvers._sinkhorn import sinkhorn_objective
 from skcce.solvers import METHODS, resolve_method, solve_pseudo_labels
+from skcce.solvers._sinkhorn import sinkhorn_objective
 
 D = torch.float64
 

@@ -16,9 +16,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skcce.solvers._em import MSTEPS, e_step, mstep_collision
 from skcce.losses import pseudo_label_objective
 from skcce.solvers import solve_pseudo_labels
+from skcce.solvers._em import MSTEPS, e_step, mstep_collision
 
 cp = pytest.importorskip("cvxpy")
 
@@ -440,3 +440,19 @@ def test_bad_input_raises_naming_the_argument(kwargs, match):
     probs = args.pop("probs")
     with pytest.raises(ValueError, match=match):
         solve_pseudo_labels(probs, **args)
+
+
+@pytest.mark.parametrize("method", ["newton", "em", "pgd", "sinkhorn"])
+def test_every_method_returns_the_one_result_type_through_the_table(method):
+    from skcce.solvers import _SOLVERS, _solve, make_problem
+    from skcce.solvers._common import PseudoLabelResult
+
+    g = torch.Generator().manual_seed(1)
+    probs = torch.softmax(torch.randn(20, 3, generator=g, dtype=torch.float64), 1)
+    loss = "shannon" if method == "sinkhorn" else "collision"
+    public = solve_pseudo_labels(probs, lam=5.0, loss=loss, method=method, tol=1e-8)
+    problem = make_problem(probs, lam=5.0, fairness="reverse", prior=None, loss=loss)
+    private = _solve(problem, method, tol=1e-8)
+    assert type(public) is type(private) is PseudoLabelResult and public.method == method
+    assert torch.equal(public.labels, private.labels) and public.n_iter == private.n_iter
+    assert set(_SOLVERS) == {"newton", "em", "pgd", "sinkhorn"}
