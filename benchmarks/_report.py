@@ -40,3 +40,16 @@ def update_section(name, body, path=DOC):
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def publish(name, body, args, path=DOC, echo=False):
+    """The end of every benchmark script: print the section ``body`` when ``echo``, and write
+    it as the section ``name`` of ``path`` unless ``--no-write``. Returns the exit status 0."""
+    if echo:
+        print()
+        print(body)
+    if not args.no_write:
+        update_section(name, body, path)
+        if echo:
+            print(f"\nupdated {path}")
+    return 0

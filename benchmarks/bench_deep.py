@@ -46,7 +46,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import machine_lines, update_section  # noqa: E402
+from _report import machine_lines, publish  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
 from skcce._engine._device import resolve_device  # noqa: E402
@@ -365,9 +365,7 @@ def main(argv=None):
             "`python benchmarks/bench_deep.py --protocol full --device cuda`.",
         ]
     )
-    if not args.no_write:
-        update_section("bench_deep", body)
-    return 0
+    return publish("bench_deep", body, args)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from skcce._feature_extraction import FeatureExtractor  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import machine_lines, update_section  # noqa: E402
+from _report import machine_lines, publish  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,13 +248,8 @@ def main(argv=None):
             f"| {m['n']} | {m['before']:.0f} | {m['peak']:.0f} | {growth:.1f} | {output:.1f} "
             f"| {m['n'] / m['seconds']:.0f} |"
         )
-    body = "\n".join(lines)
-    print()
-    print(body)
-    if not args.no_write:
-        update_section("bench_features", body, args.output)
-        print(f"\nupdated {args.output}")
+    return publish("bench_features", "\n".join(lines), args, args.output, echo=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

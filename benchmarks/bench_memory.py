@@ -173,7 +173,7 @@ def main(argv=None):
     import torch
 
     torch.set_num_threads(args.threads)
-    from _report import machine_lines, update_section
+    from _report import machine_lines, publish
 
     load_before = _uptime()
     results = []
@@ -262,13 +262,8 @@ def main(argv=None):
         "`fit` keeps the best restart's probabilities, and the previous restart's are still "
         "referenced while the next one is scored.",
     ]
-    body = "\n".join(lines)
-    print()
-    print(body)
-    if not args.no_write:
-        update_section("bench_memory", body, args.output)
-        print(f"\nupdated {args.output}")
+    return publish("bench_memory", "\n".join(lines), args, args.output, echo=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -24,7 +24,7 @@ from sklearn.datasets import load_digits
 from sklearn.mixture import GaussianMixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import machine_lines, update_section  # noqa: E402
+from _report import machine_lines, publish  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
 from skcce.cli._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
@@ -99,9 +99,7 @@ def main(argv=None):
             *parts,
         ]
     )
-    if not args.no_write:
-        update_section("bench_vs_kmeans", body)
-    return 0
+    return publish("bench_vs_kmeans", body, args)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import torch
 from sklearn.datasets import load_digits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import machine_lines, update_section  # noqa: E402
+from _report import machine_lines, publish  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
 from skcce.metrics import clustering_accuracy  # noqa: E402
@@ -71,9 +71,7 @@ def main(argv=None):
             *lines,
         ]
     )
-    if not args.no_write:
-        update_section("sweep_defaults", body)
-    return 0
+    return publish("sweep_defaults", body, args)
 
 
 if __name__ == "__main__":

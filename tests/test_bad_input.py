@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from sklearn.datasets import make_blobs
+from _helpers import VGG4_ADAM, float32_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 
@@ -20,21 +20,12 @@ from skcce import CCEClustering
 from skcce.solvers import solve_pseudo_labels
 
 FAST = dict(max_epochs=2, n_init=1, batch_size=64, random_state=0)
-DEEP = dict(
-    model="vgg4",
-    optimizer="adam",
-    learning_rate=1e-3,
-    max_epochs=1,
-    batch_size=20,
-    n_init=1,
-    random_state=0,
-)
+DEEP = VGG4_ADAM
 
 
 @pytest.fixture(scope="module")
 def blobs():
-    X, y = make_blobs(n_samples=90, centers=3, n_features=4, cluster_std=0.5, random_state=0)
-    return X.astype(np.float32), y
+    return float32_blobs(90, 4, 0.5)
 
 
 @pytest.fixture(scope="module")

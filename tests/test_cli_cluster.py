@@ -6,7 +6,6 @@ import os
 
 import numpy as np
 import pytest
-import torch
 
 Image = pytest.importorskip("PIL.Image")
 pytest.importorskip("timm")
@@ -14,16 +13,6 @@ pytest.importorskip("timm")
 from skcce.cli.cluster import add_cluster_parser, cluster_main, find_images  # noqa: E402
 
 FAST = ["--model", "test_resnet", "--no-pretrained", "--image-size", "32", "--device", "cpu"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny models gain nothing from threads, and on a busy shared CPU the OpenMP threads of a
-    2-thread pool can wait on each other for ~100x the work; restore the setting afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _cce_clustering():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from _helpers import VGG4_ADAM, float32_blobs
 from sklearn.base import clone
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
@@ -26,8 +27,7 @@ FAST = dict(max_epochs=3, n_init=1, batch_size=64)
 
 @pytest.fixture(scope="module")
 def blobs():
-    X, y = make_blobs(n_samples=300, centers=3, n_features=5, cluster_std=0.6, random_state=0)
-    return X.astype(np.float32), y
+    return float32_blobs(300, 5, 0.6)
 
 
 @pytest.fixture(scope="module")
@@ -369,16 +369,7 @@ def tiny_images():
 
 def test_vgg4_on_grey_images(tiny_images):
     X, y = tiny_images
-    est = CCEClustering(
-        n_clusters=2,
-        model="vgg4",
-        optimizer="adam",
-        learning_rate=1e-3,
-        max_epochs=2,
-        batch_size=20,
-        n_init=1,
-        random_state=0,
-    ).fit(X)
+    est = CCEClustering(n_clusters=2, **{**VGG4_ADAM, "max_epochs": 2}).fit(X)
     assert est.input_shape_ == (1, 28, 28)
     assert est.labels_.shape == (40,)
     assert est.predict_proba(X[:, :, :, None]).shape == (40, 2)  # NHWC grey works too
@@ -389,18 +380,7 @@ def test_vgg4_on_grey_images(tiny_images):
 @pytest.mark.parametrize("augment", [None, "default", lambda x: x.flip(-1)])
 def test_augmentation_on_off(tiny_images, augment):
     X, _ = tiny_images
-    est = CCEClustering(
-        n_clusters=2,
-        model="vgg4",
-        optimizer="adam",
-        learning_rate=1e-3,
-        max_epochs=1,
-        batch_size=20,
-        n_init=1,
-        augment=augment,
-        augment_weight=0.5,
-        random_state=0,
-    )
+    est = CCEClustering(n_clusters=2, augment=augment, augment_weight=0.5, **VGG4_ADAM)
     a = est.fit(X).predict_proba(X)
     b = clone(est).fit(X).predict_proba(X)
     np.testing.assert_allclose(a, b, atol=1e-6)  # deterministic on CPU, with augmentation too

@@ -8,19 +8,12 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import VGG4_ADAM
 
 from skcce import CCEClustering
 from skcce.datasets import DEBIAN_FASHION_MNIST_DIR, load_dataset
 
-TINY = dict(
-    model="vgg4",
-    optimizer="adam",
-    learning_rate=1e-3,
-    weight_decay=0.01,
-    n_init=1,
-    device="cpu",
-    random_state=0,
-)
+TINY = {**VGG4_ADAM, "weight_decay": 0.01, "device": "cpu"}  # epochs and batches per test
 
 
 def _fit(X, n_clusters, **kwargs):

@@ -29,16 +29,6 @@ MODEL = "test_resnet"  # 96 features, bilinear, mean/std 0.5
 SIZE = 32
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny models gain nothing from threads, and on a busy shared CPU the OpenMP threads of a
-    2-thread pool can wait on each other for ~100x the work; restore the setting afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _images(n=6, h=24, w=30, seed=0):
     """Smooth random uint8 RGB images (upsampled noise, so resampling is well behaved)."""
     rng = np.random.default_rng(seed)
