@@ -178,6 +178,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         The trained network (on the training device).
     n_features_in_ : int
         Number of features (second dimension of X) seen in fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen in fit; only when X has string column names (a
+        pandas DataFrame).
     input_shape_ : tuple of int
         Shape of one sample as the network sees it.
     device_ : torch.device

@@ -97,3 +97,15 @@ def test_bad_input(y_true, y_pred, match):
         clustering_accuracy(y_true, y_pred)
     with pytest.raises(ValueError, match=match):
         cluster_class_matching(y_true, y_pred)
+
+
+def test_mutual_information_bounds_and_hand_values():
+    from skcce.metrics import mutual_information
+
+    assert mutual_information(np.eye(3)) == pytest.approx(np.log(3))  # confident and even
+    assert mutual_information(np.tile([1.0, 0.0, 0.0], (5, 1))) == 0.0  # collapsed
+    p = np.array([[0.9, 0.1], [0.1, 0.9]])
+    h_rows = -(0.9 * np.log(0.9) + 0.1 * np.log(0.1))
+    assert mutual_information(p) == pytest.approx(np.log(2) - h_rows)
+    with pytest.raises(ValueError, match="shape"):
+        mutual_information(np.ones(3))

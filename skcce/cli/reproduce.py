@@ -156,8 +156,8 @@ def method_specs(baselines: bool) -> list[dict]:
                 "solver": "sinkhorn",
                 "lam": SELA_LAMBDA,
                 "fairness_weight": 0.0,
-                "em_tol": 1e-2,
-                "em_max_iter": 500,
+                "solver_tol": 1e-2,
+                "solver_max_iter": 500,
             },
         }
     )
