@@ -448,7 +448,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
         return _FitPlan(ctx, prepared, cfg, n_init, seeds, self._builder(prepared.input_shape))
 
-    def _checkpoint_settings(self, n_init):
+    def _checkpoint_settings(self, plan):
         """The parameters a checkpoint must agree on (those that change the fitted model)."""
         ignored = {"verbose", "checkpoint", "device", "distributed", "n_init", "random_state"}
         ignored.update(_RENAMED)  # their values are in solver_tol / solver_max_iter
@@ -457,8 +457,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             for key, value in self.get_params(deep=False).items()
             if key not in ignored
         }
-        settings["solver_tol"], settings["solver_max_iter"] = self._solver_limits()
-        settings["n_init"] = int(n_init)
+        settings["solver_tol"] = plan.cfg.solver_tol  # whichever name set them
+        settings["solver_max_iter"] = plan.cfg.solver_max_iter
+        settings["n_init"] = int(plan.n_init)
         seed = self.random_state
         settings["random_state"] = (
             seed if seed is None or isinstance(seed, Integral) else ("RandomState instance")
@@ -472,7 +473,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         if hasattr(self, "_init_callback_context"):  # scikit-learn >= 1.9
             callbacks.append(SklearnCallbacks(self, plan.n_init * plan.cfg.max_epochs))
         if self.checkpoint is not None:
-            settings = self._checkpoint_settings(plan.n_init)
+            settings = self._checkpoint_settings(plan)
             checkpoint, resume = _checkpoint.open_checkpoint(
                 self.checkpoint,
                 settings,

@@ -11,9 +11,8 @@ import pytest
 import torch
 from sklearn.datasets import make_blobs
 
-from skcce import CCEClustering, _checkpoint
-from skcce._engine._checkpoint import CheckpointMismatchError
-from skcce._engine._train import FitInterruptedWarning
+from skcce import CCEClustering, CheckpointMismatchError, FitInterruptedWarning
+from skcce._engine import _checkpoint
 
 FAST = dict(n_clusters=3, max_epochs=3, n_init=2, batch_size=64, random_state=0)
 INTERRUPT = dict(FAST, max_epochs=4, n_init=1)
@@ -106,6 +105,16 @@ def test_finished_checkpoint_loads_without_training(blobs, tmp_path):
     assert again.n_iter_ == first.n_iter_ == FAST["max_epochs"]
     for key, value in _weights(first).items():
         torch.testing.assert_close(_weights(again)[key], value, rtol=0, atol=0)
+
+
+def test_checkpoint_resumes_across_the_solver_parameter_rename(blobs, tmp_path):
+    ckpt = tmp_path / "fit.ckpt"
+    with pytest.warns(FutureWarning, match="em_max_iter"):
+        first = CCEClustering(**FAST, em_max_iter=50, checkpoint=str(ckpt)).fit(blobs)
+    again = CCEClustering(**FAST, solver_max_iter=50, checkpoint=str(ckpt)).fit(blobs)
+    np.testing.assert_array_equal(again.labels_, first.labels_)
+    with pytest.raises(CheckpointMismatchError, match="solver_max_iter=50 in the checkpoint"):
+        CCEClustering(**FAST, solver_max_iter=60, checkpoint=str(ckpt)).fit(blobs)
 
 
 def test_checkpoint_contents(blobs, tmp_path):
