@@ -5,14 +5,8 @@ import argparse
 
 import pytest
 
-from skcce.cli._common import (
-    CommandError,
-    check_output,
-    non_negative_int,
-    one_line,
-    positive_int,
-    run_command,
-)
+from skcce.cli import _common
+from skcce.cli._common import CommandError, check_output, one_line, run_command
 
 
 def _raise(exc):
@@ -43,7 +37,7 @@ def test_run_command_lets_unexpected_errors_through():
 
 
 @pytest.mark.parametrize(
-    "parse, good, bad", [(positive_int, "1", "0"), (non_negative_int, "0", "-1")]
+    "parse, good, bad", [(_common.positive_int, "1", "0"), (_common.non_negative_int, "0", "-1")]
 )
 def test_integer_parsers(parse, good, bad):
     assert parse(good) == int(good)
