@@ -44,6 +44,11 @@ class WeightsUnavailableError(OSError):
     True
     """
 
+    def __init__(self, message, *, model_name=None, reason=None):
+        super().__init__(message)
+        self.model_name = model_name  # the timm model name, when known
+        self.reason = reason  # why, without the advice (the CLI words its own advice)
+
 
 def _import_vision():
     """Import timm (and check torchvision, Pillow) with an error naming the extra."""
@@ -135,17 +140,19 @@ def _load_model(model_name, *, pretrained, weights, num_classes=0):
         return model
     if not pretrained:
         return timm.create_model(model_name, pretrained=False, num_classes=num_classes)
-    try:
-        return timm.create_model(model_name, pretrained=True, num_classes=num_classes)
-    except Exception as exc:
-        raise WeightsUnavailableError(
-            f"could not get pretrained weights for timm model {model_name!r} "
-            f"({type(exc).__name__}: {_first_lines(str(exc))}). timm downloads weights from the "
-            "Hugging Face Hub. Offline, either pass weights='path/to/model.safetensors' (or a "
-            ".pth/.bin state dict) to FeatureExtractor (`--weights FILE` on the command line), "
-            "or copy a populated Hugging Face cache to this machine and set HF_HOME=<cache dir> "
-            "and HF_HUB_OFFLINE=1. Use pretrained=False for random weights."
-        ) from exc
+    # --- issue 15: fail (or load from the cache) at once when the Hub cannot be reached ---
+    from skcce._weights import hub_access, unavailable_message
+
+    with hub_access() as access:
+        try:
+            return timm.create_model(model_name, pretrained=True, num_classes=num_classes)
+        except Exception as exc:
+            cause = f"{type(exc).__name__}: {_first_lines(str(exc))}"
+            reason = f"{access.reason()} ({cause})" if access.reason() else cause
+            raise WeightsUnavailableError(
+                unavailable_message(model_name, reason), model_name=model_name, reason=reason
+            ) from exc
+    # --- end issue 15 ---
 
 
 def _first_lines(text, limit=200):
