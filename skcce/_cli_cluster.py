@@ -375,8 +375,13 @@ def _check_report(report):
 
 def _run_features(args):
     """``skcce cluster FILE``: cluster the rows of a features file."""
-    from ._features_file import read_features
+    from ._features_file import FEATURE_EXTENSIONS, read_features
 
+    if os.path.splitext(args.path)[1].lower() in IMAGE_EXTENSIONS:
+        raise _CommandError(
+            f"path is not a folder: {args.path!r} is an image; pass the folder that holds the "
+            f"images, or a features file ({', '.join(FEATURE_EXTENSIONS)})"
+        )
     _check_output(args.out)
     _check_report(args.report)
     if args.report is not None:
