@@ -17,8 +17,7 @@ hub_constants = pytest.importorskip("huggingface_hub.constants")
 
 import timm  # noqa: E402
 
-from skcce import FeatureExtractor  # noqa: E402
-from skcce import _weights  # noqa: E402
+from skcce import FeatureExtractor, _weights  # noqa: E402
 from skcce._cli_cluster import cluster_main  # noqa: E402
 from skcce._feature_extraction import WeightsUnavailableError  # noqa: E402
 
