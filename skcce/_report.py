@@ -61,7 +61,8 @@ class ClusterSummary:
     mean_confidence : float
         The mean of its members' confidence (NaN for an empty cluster).
     most : ndarray of int
-        Row indices of its most confident members, most confident first.
+        Row indices of its most confident members, most confident first (at most half the
+        cluster, so that a small cluster shows both ends).
     least : ndarray of int
         Row indices of its least confident members (not among ``most``), least confident last.
     """
@@ -105,7 +106,7 @@ def summarize_clusters(labels, confidence, n_clusters, n_show=N_SHOW):
     for k in range(n_clusters):
         members = np.flatnonzero(labels == k)
         order = members[np.argsort(-confidence[members], kind="stable")]
-        most = order[:n_show]
+        most = order[: min(n_show, (len(order) + 1) // 2)]  # small clusters: half and half
         least = order[len(most) :][-n_show:]
         mean = float(confidence[members].mean()) if len(members) else float("nan")
         summaries.append(ClusterSummary(k, len(members), mean, most, least))
@@ -161,14 +162,20 @@ def _write_text(path, text):
 
 
 def _thumbnail(path, target):
-    """Save a JPEG thumbnail of ``path`` (a grey square when the image cannot be read)."""
+    """Save a JPEG thumbnail of ``path``, its longer side ``THUMB_SIZE`` pixels (a grey square
+    when the image cannot be read)."""
     from PIL import Image
 
     try:
         with Image.open(path) as image:
             image = image.convert("RGB")
-            image.thumbnail((THUMB_SIZE, THUMB_SIZE))
-            image.save(target, "JPEG", quality=85)
+            scale = THUMB_SIZE / max(image.size)
+            if scale > 1:  # small images (digits, icons) are enlarged with visible pixels
+                size = tuple(max(1, round(side * scale)) for side in image.size)
+                image = image.resize(size, Image.Resampling.NEAREST)
+            else:
+                image.thumbnail((THUMB_SIZE, THUMB_SIZE))
+            image.save(target, "JPEG", quality=90)
     except (OSError, ValueError):
         Image.new("RGB", (THUMB_SIZE, THUMB_SIZE), (200, 200, 200)).save(target, "JPEG")
 

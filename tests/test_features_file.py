@@ -33,6 +33,14 @@ def blobs():
     return X.astype(np.float32), y
 
 
+def _has_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _read_csv(path):
     with open(path, newline="") as handle:
         rows = list(csv.reader(handle))
@@ -65,8 +73,14 @@ def test_npy_is_memory_mapped_and_clustered(blobs, tmp_path, monkeypatch):
 
     monkeypatch.setattr(CCEClustering, "fit_predict", spy)
     out = tmp_path / "labels.csv"
-    assert cluster_main([str(tmp_path / "emb.npy"), *FIT, "--out", str(out)]) == 0
+    argv = [str(tmp_path / "emb.npy"), *FIT, "--out", str(out)]
+    report = tmp_path / "report"
+    has_mpl = _has_matplotlib()
+    assert cluster_main([*argv, "--report", str(report)] if has_mpl else argv) == 0
     assert seen == [np.memmap]  # never loaded whole by the command
+    if has_mpl:  # the features report: 2-D map and bar charts (tests/test_report.py: details)
+        assert {"index.html", "map.png", "clusters.png"} <= {p.name for p in report.iterdir()}
+        assert (report / "index.html").read_text().count('<section class="cluster"') == 3
     header, rows = _read_csv(out)
     assert header == ["index", "cluster", "confidence"]
     assert [int(r[0]) for r in rows] == list(range(len(X)))
