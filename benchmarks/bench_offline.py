@@ -7,8 +7,9 @@ online and offline), then times ``FeatureExtractor().fit(one image)`` with the d
 
 * ``no network``: this machine's own network (run it on a machine that cannot reach the Hub;
   a failed name lookup returns at once);
-* ``unresponsive endpoint``: ``HF_ENDPOINT`` pointed at a non-routable address
-  (``http://10.255.255.1``), where a connection attempt hangs until its timeout;
+* ``unresponsive endpoint``: ``HF_ENDPOINT`` pointed at a local socket that listens but never
+  answers (the connection is made, the request hangs until its timeout), as behind a
+  firewall that drops packets;
 * ``HF_HUB_OFFLINE=1``.
 
 ``--before PATH`` also runs the ``no network`` case against another checkout of skcce (for
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -61,6 +63,7 @@ def _env(checkout, **extra):
 def _fit_case(checkout, **extra):
     done = subprocess.run(
         [sys.executable, "-c", _CHILD],
+        cwd=tempfile.mkdtemp(prefix="bench-offline-cwd-"),  # `-c` puts the cwd first on sys.path
         env=_env(checkout, **extra),
         capture_output=True,
         text=True,
@@ -82,6 +85,7 @@ def _cli_case(checkout):
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "skcce", "cluster", str(folder), "-k", "2", "--out", "-"],
+        cwd=tempfile.mkdtemp(prefix="bench-offline-cwd-"),
         env=_env(checkout),
         capture_output=True,
         text=True,
@@ -100,13 +104,12 @@ def main():
     if args.before:
         rows.append(("before (`--before`)", "no network", *_fit_case(args.before)))
     rows.append(("this checkout", "no network", *_fit_case(ROOT)))
-    rows.append(
-        (
-            "this checkout",
-            "unresponsive endpoint",
-            *_fit_case(ROOT, HF_ENDPOINT="http://10.255.255.1"),
-        )
-    )
+    with socket.socket() as silent:  # listens, never accepts: requests hang
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        case = _fit_case(ROOT, HF_ENDPOINT=endpoint)
+        rows.append(("this checkout", "unresponsive endpoint", *case))
     rows.append(("this checkout", "HF_HUB_OFFLINE=1", *_fit_case(ROOT, HF_HUB_OFFLINE="1")))
     cli_seconds, cli_outcome = _cli_case(ROOT)
     before = " --before PATH" if args.before else ""
