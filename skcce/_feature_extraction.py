@@ -37,6 +37,16 @@ class WeightsUnavailableError(OSError):
     The message says how to work offline: pass ``weights=`` a local file, or point
     ``HF_HOME`` at a populated Hugging Face cache and set ``HF_HUB_OFFLINE=1``.
 
+    Parameters
+    ----------
+    message : str
+        The full message, with the Python API's advice.
+    model_name : str, default=None
+        The timm model name.
+    reason : str, default=None
+        Why the weights could not be had, without advice (``skcce cluster`` words its own,
+        with command-line flags).
+
     Examples
     --------
     >>> from skcce._feature_extraction import WeightsUnavailableError
@@ -401,8 +411,11 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):
         A timm model name (``timm.list_models()``), optionally with a pretrained tag such as
         ``"resnet50.a1_in1k"``, or ``"hf-hub:org/name"``.
     pretrained : bool, default=True
-        Load pretrained weights (downloaded by timm from the Hugging Face Hub and cached).
-        ``False`` gives randomly initialised weights, for tests.
+        Load pretrained weights (downloaded by timm from the Hugging Face Hub on first use and
+        cached). When the Hub cannot be reached (or ``HF_HUB_OFFLINE`` is set) cached weights
+        are loaded at once and missing ones raise :class:`WeightsUnavailableError` within
+        seconds (see ``docs/cluster_command.md``). ``False`` gives randomly initialised
+        weights, for tests.
     weights : str or path-like, default=None
         A local weights file (``.safetensors``, ``.pth``, ``.bin``; a state dict or a checkpoint
         holding one under ``"state_dict"``/``"model"``) to load instead of downloading, for
