@@ -75,7 +75,7 @@ def _fit_case(checkout, **extra):
     return float(seconds), outcome
 
 
-def _cli_case(checkout):
+def _cli_case(checkout, *extra):
     import numpy as np
     from PIL import Image
 
@@ -84,7 +84,7 @@ def _cli_case(checkout):
         Image.fromarray(np.full((16, 16, 3), 60 * i, np.uint8)).save(folder / f"{i}.png")
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "skcce", "cluster", str(folder), "-k", "2", "--out", "-"],
+        [sys.executable, "-m", "skcce", "cluster", str(folder), "-k", "2", "--out", "-", *extra],
         cwd=tempfile.mkdtemp(prefix="bench-offline-cwd-"),
         env=_env(checkout),
         capture_output=True,
@@ -112,6 +112,7 @@ def main():
         rows.append(("this checkout", "unresponsive endpoint", *case))
     rows.append(("this checkout", "HF_HUB_OFFLINE=1", *_fit_case(ROOT, HF_HUB_OFFLINE="1")))
     cli_seconds, cli_outcome = _cli_case(ROOT)
+    ref_seconds, _ = _cli_case(ROOT, "--weights", "missing.safetensors")
     before = " --before PATH" if args.before else ""
 
     table = ["| code | network | `FeatureExtractor().fit` until the error (s) | outcome |"]
@@ -122,12 +123,16 @@ def main():
             "## Pretrained weights offline (`benchmarks/bench_offline.py`)",
             "",
             "Time from `FeatureExtractor().fit(...)` (default resnet50 weights, empty Hugging "
-            "Face cache, imports done) to the error; each case in a fresh process.",
+            "Face cache, imports done) to the error; each case in a fresh process. The "
+            "unresponsive endpoint was not run against the code before the change (its 60 s "
+            "timeouts and retries take minutes).",
             "",
             *table,
             "",
             f"`skcce cluster photos/ -k 2` (default weights, no network), end to end with the "
-            f"imports: {cli_seconds:.1f} s, {cli_outcome}",
+            f"imports: {cli_seconds:.1f} s, {cli_outcome}. For reference, the same command with "
+            f"`--weights missing.safetensors` (the same imports, no network; it stops at the "
+            f"missing file): {ref_seconds:.1f} s.",
             "",
             f"Command: `python benchmarks/bench_offline.py{before}`",
             "",
