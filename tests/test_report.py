@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -158,3 +159,22 @@ def test_report_in_headless_chromium(image_report, tmp_path):
         assert (np.abs(colours.astype(int) - rgb).max(axis=1) < 60).sum() > 50, rgb
     if os.environ.get("SKCCE_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["SKCCE_KEEP_SCREENSHOT"])
+
+
+def test_features_map_uses_umap_when_installed(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib", reason="the report of a features file needs matplotlib")
+    import types
+
+    calls = []
+
+    class FakeUMAP:  # stands in for umap-learn's estimator (not a dependency)
+        def __init__(self, n_components, random_state):
+            calls.append((n_components, random_state))
+
+        def fit_transform(self, X):
+            return np.asarray(X)[:, :2]
+
+    monkeypatch.setitem(sys.modules, "umap", types.SimpleNamespace(UMAP=FakeUMAP))
+    X = np.random.default_rng(0).normal(size=(40, 4))
+    index = write_features_report(tmp_path / "rep", X, (X[:, 0] > 0).astype(int), np.ones(40), 2)
+    assert calls == [(2, 0)] and "Map: UMAP" in open(index).read()
