@@ -158,11 +158,17 @@ def _load_model(model_name, *, pretrained, weights, num_classes=0):
             return timm.create_model(model_name, pretrained=True, num_classes=num_classes)
         except Exception as exc:
             cause = f"{type(exc).__name__}: {_first_lines(str(exc))}"
-            reason = f"{access.reason()} ({cause})" if access.reason() else cause
+            reason = access.reason() or cause
+            if access.reason() and type(exc).__name__ not in _CACHE_MISSES:
+                reason = f"{reason} ({cause})"  # something else went wrong too: say what
             raise WeightsUnavailableError(
                 unavailable_message(model_name, reason), model_name=model_name, reason=reason
             ) from exc
     # --- end issue 15 ---
+
+
+# The Hub library's errors for "not cached, and offline": the reason already says so.
+_CACHE_MISSES = ("LocalEntryNotFoundError", "OfflineModeIsEnabled")
 
 
 def _first_lines(text, limit=200):

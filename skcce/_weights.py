@@ -81,10 +81,10 @@ class HubAccess:
         if self.state == "offline":
             return "HF_HUB_OFFLINE is set and they are not in the Hugging Face cache"
         if self.state == "unreachable":
-            detail = f" ({self.detail})" if self.detail else ""
+            detail = f"{self.detail}; " if self.detail else ""
             return (
-                f"the Hugging Face Hub ({self.endpoint}) could not be reached within "
-                f"{self.timeout:g} s{detail} and they are not in the Hugging Face cache"
+                f"the Hugging Face Hub ({self.endpoint}) could not be reached ({detail}waited "
+                f"at most {self.timeout:g} s) and they are not in the Hugging Face cache"
             )
         return ""
 
