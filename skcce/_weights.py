@@ -107,13 +107,24 @@ def _probe(endpoint, timeout):
     The request runs in a daemon thread so that a name lookup that hangs (not covered by the
     HTTP client's timeouts) cannot hold the caller longer than ``timeout``.
     """
-    from huggingface_hub import get_session
-
     outcome = []
 
     def request():
         try:
-            get_session().head(endpoint, timeout=timeout)
+            try:
+                from huggingface_hub import get_session
+            except ImportError:  # an old huggingface_hub: the standard library's client
+                import urllib.error
+                import urllib.request
+
+                try:
+                    urllib.request.urlopen(
+                        urllib.request.Request(endpoint, method="HEAD"), timeout=timeout
+                    ).close()
+                except urllib.error.HTTPError:
+                    pass  # an HTTP status is an answer
+            else:
+                get_session().head(endpoint, timeout=timeout)
             outcome.append("")
         except Exception as exc:  # any failure means: not reachable now
             text = " ".join(str(exc).split()) or type(exc).__name__
