@@ -40,12 +40,27 @@ class WeightsUnavailableError(OSError):
     The message says how to work offline: pass ``weights=`` a local file, or point
     ``HF_HOME`` at a populated Hugging Face cache and set ``HF_HUB_OFFLINE=1``.
 
+    Parameters
+    ----------
+    message : str
+        The full message, with the Python API's advice.
+    model_name : str, default=None
+        The timm model name.
+    reason : str, default=None
+        Why the weights could not be had, without advice (``skcce cluster`` words its own,
+        with command-line flags).
+
     Examples
     --------
     >>> from skcce._feature_extraction import WeightsUnavailableError
     >>> issubclass(WeightsUnavailableError, OSError)
     True
     """
+
+    def __init__(self, message, *, model_name=None, reason=None):
+        super().__init__(message)
+        self.model_name = model_name  # the timm model name, when known
+        self.reason = reason  # why, without the advice (the CLI words its own advice)
 
 
 def _import_vision():
@@ -138,17 +153,25 @@ def _load_model(model_name, *, pretrained, weights, num_classes=0):
         return model
     if not pretrained:
         return timm.create_model(model_name, pretrained=False, num_classes=num_classes)
-    try:
-        return timm.create_model(model_name, pretrained=True, num_classes=num_classes)
-    except Exception as exc:
-        raise WeightsUnavailableError(
-            f"could not get pretrained weights for timm model {model_name!r} "
-            f"({type(exc).__name__}: {one_line(str(exc), 200)}). timm downloads weights from the "
-            "Hugging Face Hub. Offline, either pass weights='path/to/model.safetensors' (or a "
-            ".pth/.bin state dict) to FeatureExtractor (`--weights FILE` on the command line), "
-            "or copy a populated Hugging Face cache to this machine and set HF_HOME=<cache dir> "
-            "and HF_HUB_OFFLINE=1. Use pretrained=False for random weights."
-        ) from exc
+    # --- issue 15: fail (or load from the cache) at once when the Hub cannot be reached ---
+    from skcce._weights import hub_access, unavailable_message
+
+    with hub_access() as access:
+        try:
+            return timm.create_model(model_name, pretrained=True, num_classes=num_classes)
+        except Exception as exc:
+            cause = f"{type(exc).__name__}: {one_line(str(exc), 200)}"
+            reason = access.reason() or cause
+            if access.reason() and type(exc).__name__ not in _CACHE_MISSES:
+                reason = f"{reason} ({cause})"  # something else went wrong too: say what
+            raise WeightsUnavailableError(
+                unavailable_message(model_name, reason), model_name=model_name, reason=reason
+            ) from exc
+    # --- end issue 15 ---
+
+
+# The Hub library's errors for "not cached, and offline": the reason already says so.
+_CACHE_MISSES = ("LocalEntryNotFoundError", "OfflineModeIsEnabled")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -375,8 +398,11 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):
         A timm model name (``timm.list_models()``), optionally with a pretrained tag such as
         ``"resnet50.a1_in1k"``, or ``"hf-hub:org/name"``.
     pretrained : bool, default=True
-        Load pretrained weights (downloaded by timm from the Hugging Face Hub and cached).
-        ``False`` gives randomly initialised weights, for tests.
+        Load pretrained weights (downloaded by timm from the Hugging Face Hub on first use and
+        cached). When the Hub cannot be reached (or ``HF_HUB_OFFLINE`` is set) cached weights
+        are loaded at once and missing ones raise :class:`WeightsUnavailableError` within
+        seconds (see ``docs/cluster_command.md``). ``False`` gives randomly initialised
+        weights, for tests.
     weights : str or path-like, default=None
         A local weights file (``.safetensors``, ``.pth``, ``.bin``; a state dict or a checkpoint
         holding one under ``"state_dict"``/``"model"``) to load instead of downloading, for

@@ -6,6 +6,7 @@ collapse only ever comes with a warning that says why. Rows about ``solve_pseudo
 that tests/test_solvers.py already covers are only referenced by the table.
 """
 
+import sys
 import warnings
 
 import numpy as np
@@ -448,3 +449,64 @@ def test_solver_prior_with_zero(loss):
     res = solve_pseudo_labels(P, lam=10.0, prior=prior, loss=loss, fairness="reverse")
     _on_simplex(res.labels)
     assert res.converged
+
+
+# --- issue 15: skcce cluster on features files, the report -------------------------------------
+def _cluster_error(capsys, argv):
+    from skcce.cli.cluster import cluster_main
+
+    assert cluster_main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("skcce cluster: error: "), err
+    return err
+
+
+def test_cluster_report_path_is_a_file(tmp_path, capsys):
+    np.save(tmp_path / "emb.npy", np.ones((4, 2)))
+    (tmp_path / "taken").write_text("")
+    err = _cluster_error(
+        capsys, [str(tmp_path / "emb.npy"), "-k", "2", "--report", str(tmp_path / "taken")]
+    )
+    assert "is a file; give a folder for the report" in err
+    err = _cluster_error(
+        capsys, [str(tmp_path), "-k", "2", "--report", str(tmp_path / "no" / "dir")]
+    )
+    assert "does not exist" in err
+
+
+def test_cluster_npy_with_id_column(tmp_path, capsys):
+    np.save(tmp_path / "emb.npy", np.ones((4, 2)))
+    err = _cluster_error(capsys, [str(tmp_path / "emb.npy"), "-k", "2", "--id-column", "name"])
+    assert "a .npy file holds no ids" in err
+
+
+def test_cluster_npz_id_array_not_1d(tmp_path, capsys):
+    np.savez(tmp_path / "emb.npz", emb=np.ones((4, 2)), name=np.ones((4, 2)))
+    argv = [str(tmp_path / "emb.npz"), "-k", "2", "--array", "emb", "--id-column", "name"]
+    assert "the ids array 'name' must be 1-D" in _cluster_error(capsys, argv)
+
+
+def test_cluster_parquet_without_pyarrow(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("pandas", reason="the tables extra (pandas) is not installed")
+    (tmp_path / "emb.parquet").write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "fastparquet", None)
+    err = _cluster_error(capsys, [str(tmp_path / "emb.parquet"), "-k", "2"])
+    assert "needs pyarrow" in err and "pip install skcce[tables]" in err
+
+
+def test_cluster_features_report_without_matplotlib(tmp_path, capsys, monkeypatch):
+    np.save(tmp_path / "emb.npy", np.ones((4, 2)))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    argv = [str(tmp_path / "emb.npy"), "-k", "2", "--report", str(tmp_path / "rep")]
+    assert "pip install skcce[report]" in _cluster_error(capsys, argv)
+    assert not (tmp_path / "rep").exists()
+
+
+def test_cluster_ids_do_not_match_rows(tmp_path, capsys):
+    np.savez(tmp_path / "emb.npz", emb=np.ones((4, 2)), name=np.arange(3))
+    argv = [str(tmp_path / "emb.npz"), "-k", "2", "--array", "emb", "--id-column", "name"]
+    assert "3 ids for 4 rows" in _cluster_error(capsys, argv)
+
+
+# --- end issue 15 --------------------------------------------------------------------------------

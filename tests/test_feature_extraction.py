@@ -256,6 +256,7 @@ def test_download_failure_explains_offline_use(monkeypatch, images):
         return real_create(name, pretrained=pretrained, **kwargs)
 
     monkeypatch.setattr(timm, "create_model", offline_create)
+    monkeypatch.setattr("skcce._weights._probe", lambda endpoint, timeout: "")  # no network
     extractor = FeatureExtractor(MODEL, pretrained=True, device="cpu")
     with pytest.raises(WeightsUnavailableError) as info:
         extractor.fit(images)

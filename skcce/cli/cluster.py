@@ -35,7 +35,10 @@ IMAGE_EXTENSIONS = frozenset(
 
 _DESCRIPTION = (
     "Cluster a folder of images (searched recursively) with a frozen timm backbone and "
-    "collision cross-entropy clustering; write path,cluster,confidence rows to a CSV file."
+    "collision cross-entropy clustering; write path,cluster,confidence rows to a CSV file. "
+    "Given a features file (.npy, .npz, .csv, .parquet) instead, cluster its rows and write "
+    "index (or the id column),cluster,confidence. Pretrained weights are downloaded on first "
+    "use; offline, pass --weights FILE or use a Hugging Face cache with HF_HUB_OFFLINE=1."
 )
 
 
@@ -113,7 +116,11 @@ def add_cluster_parser(subparsers):
 
 
 def _add_arguments(parser):
-    parser.add_argument("path", help="folder of images, searched recursively")
+    parser.add_argument(
+        "path",
+        help="folder of images (searched recursively), or a features file: .npy (memory-mapped), "
+        ".npz, .csv or .parquet (the last two need pandas/pyarrow: pip install skcce[tables])",
+    )
     parser.add_argument(
         "--n-clusters", "-k", type=positive_int, required=True, help="number of clusters K"
     )
@@ -152,6 +159,25 @@ def _add_arguments(parser):
     )
     parser.add_argument("--random-state", type=int, default=None, help="seed for reproducibility")
     parser.add_argument("--verbose", "-v", action="count", default=0, help="show progress")
+    # --- issue 15: features files and the HTML report ---
+    parser.add_argument(
+        "--array", default=None, metavar="NAME", help=".npz features file: the features array"
+    )
+    parser.add_argument(
+        "--id-column",
+        default=None,
+        metavar="NAME",
+        help="features file: the column (.csv/.parquet) or 1-D array (.npz) naming the rows "
+        "(default: a table's only non-numeric column, else the row index)",
+    )
+    parser.add_argument(
+        "--report",
+        default=None,
+        metavar="DIR",
+        help="also write DIR/index.html: each cluster's size, mean confidence and its most and "
+        "least confident images (a 2-D map and bar charts for a features file)",
+    )
+    # --- end issue 15 ---
     return parser
 
 
@@ -226,6 +252,13 @@ def _run(args):
     root = args.path
     if not os.path.exists(root):
         raise CommandError(f"path not found: {root!r}")
+    # --- issue 15: a features file instead of a folder ---
+    if os.path.isfile(root):
+        return _run_features(args)
+    if args.array is not None or args.id_column is not None:
+        raise CommandError("--array and --id-column apply to a features file, not a folder")
+    _check_report(args.report)
+    # --- end issue 15 ---
     if not os.path.isdir(root):
         raise CommandError(f"path is not a folder: {root!r}")
     check_output(args.out)  # before the expensive part
@@ -239,8 +272,7 @@ def _run(args):
             f"--n-clusters {args.n_clusters} is more than the {len(paths)} images found"
         )
 
-    from skcce._clustering import CCEClustering
-    from skcce._feature_extraction import FeatureExtractor
+    from skcce._feature_extraction import FeatureExtractor, WeightsUnavailableError
 
     extractor = FeatureExtractor(
         args.model,
@@ -252,6 +284,34 @@ def _run(args):
         image_size=args.image_size,
         verbose=args.verbose,
     )
+    clustering = _clustering(args)
+
+    # Features are computed once and shared by fit_predict and predict_proba.
+    try:
+        features = extractor.fit_transform(paths)
+    except WeightsUnavailableError as exc:  # issue 15: the command line's advice, not the API's
+        from skcce._weights import unavailable_message
+
+        reason = exc.reason or str(exc)
+        raise CommandError(unavailable_message(args.model, reason, cli=True)) from None
+    labels = clustering.fit_predict(features)
+    confidence = clustering.predict_proba(features).max(axis=1)
+    _write_csv(args.out, paths, labels, confidence)
+    if args.out != "-":
+        print(f"skcce cluster: wrote {len(paths)} rows to {args.out}", file=sys.stderr)
+    if args.report is not None:  # issue 15
+        from skcce.cli._report import write_image_report
+
+        index = write_image_report(
+            args.report, paths, labels, confidence, args.n_clusters,
+            title=f"skcce cluster {root} -k {args.n_clusters}", root=root,
+        )  # fmt: skip
+        print(f"skcce cluster: wrote the report {index}", file=sys.stderr)
+
+
+def _clustering(args):
+    from skcce._clustering import CCEClustering
+
     cluster_params = dict(
         n_clusters=args.n_clusters,
         device=args.device,
@@ -260,27 +320,77 @@ def _run(args):
     )
     if args.lam is not None:
         cluster_params["lam"] = args.lam
-    clustering = CCEClustering(**cluster_params)
+    return CCEClustering(**cluster_params)
 
-    # Features are computed once and shared by fit_predict and predict_proba.
-    features = extractor.fit_transform(paths)
-    labels = clustering.fit_predict(features)
-    confidence = clustering.predict_proba(features).max(axis=1)
-    _write_csv(args.out, paths, labels, confidence)
+
+# --- issue 15: features files and the report ---------------------------------------------------
+def _check_report(report):
+    if report is None:
+        return
+    parent = os.path.dirname(os.path.abspath(report))
+    if os.path.exists(report) and not os.path.isdir(report):
+        raise CommandError(f"--report {report!r} is a file; give a folder for the report")
+    if not os.path.isdir(parent):
+        raise CommandError(f"cannot write the report in {report!r}: {parent!r} does not exist")
+
+
+def _run_features(args):
+    """``skcce cluster FILE``: cluster the rows of a features file."""
+    from skcce.cli._features_file import FEATURE_EXTENSIONS, read_features
+
+    if os.path.splitext(args.path)[1].lower() in IMAGE_EXTENSIONS:
+        raise CommandError(
+            f"path is not a folder: {args.path!r} is an image; pass the folder that holds the "
+            f"images, or a features file ({', '.join(FEATURE_EXTENSIONS)})"
+        )
+    check_output(args.out)
+    _check_report(args.report)
+    if args.report is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise CommandError(
+                "--report on a features file draws figures with matplotlib: "
+                "pip install skcce[report]"
+            ) from None
+    table = read_features(args.path, array=args.array, id_column=args.id_column)
+    if args.n_clusters > len(table.X):
+        raise CommandError(
+            f"--n-clusters {args.n_clusters} is more than the {len(table.X)} rows of {args.path!r}"
+        )
+    clustering = _clustering(args)
+    labels = clustering.fit_predict(table.X)
+    confidence = clustering.predict_proba(table.X).max(axis=1)
+    _write_csv(args.out, table.row_ids(), labels, confidence, header=table.id_name)
     if args.out != "-":
-        print(f"skcce cluster: wrote {len(paths)} rows to {args.out}", file=sys.stderr)
+        print(f"skcce cluster: wrote {len(labels)} rows to {args.out}", file=sys.stderr)
+    if args.report is not None:
+        from skcce.cli._report import write_features_report
+
+        index = write_features_report(
+            args.report, table.X, labels, confidence, args.n_clusters, ids=table.ids,
+            title=f"skcce cluster {args.path} -k {args.n_clusters}",
+        )  # fmt: skip
+        print(f"skcce cluster: wrote the report {index}", file=sys.stderr)
 
 
-def _write_rows(handle, paths, labels, confidence):
+# --- end issue 15 --------------------------------------------------------------------------------
+
+
+def _write_rows(handle, paths, labels, confidence, header="path"):
     writer = csv.writer(handle, lineterminator="\n")
-    writer.writerow(["path", "cluster", "confidence"])
+    writer.writerow([header, "cluster", "confidence"])
     for path, label, conf in zip(paths, labels, confidence, strict=True):
         writer.writerow([path, int(label), f"{float(conf):.6f}"])
 
 
-def _write_csv(out, paths, labels, confidence):
-    """Write the CSV atomically (:func:`skcce._engine._io.atomic_write`), or to stdout for ``-``."""
+def _write_csv(out, paths, labels, confidence, header="path"):
+    """Write the CSV atomically (:func:`skcce._engine._io.atomic_write`), or to stdout for ``-``.
+
+    ``paths`` are the row names: image paths, or a features file's ids (``header`` names
+    their column: ``"index"`` or the id column).
+    """
     if out == "-":
-        _write_rows(sys.stdout, paths, labels, confidence)
+        _write_rows(sys.stdout, paths, labels, confidence, header)
         return
-    atomic_write(out, lambda handle: _write_rows(handle, paths, labels, confidence))
+    atomic_write(out, lambda handle: _write_rows(handle, paths, labels, confidence, header))

@@ -57,14 +57,40 @@ def _half_eps(x):
     return None
 
 
+# --- issue 15: input precision ------------------------------------------------------------------
+def _source_eps(t):
+    """Machine epsilon of the coarsest float format holding every entry of ``t`` exactly.
+
+    A float32 softmax cast to float64 (``torch.softmax(logits, 1).double()``) has rows that
+    sum to 1 only within float32 rounding (about 1e-7); its entries are all float32 numbers,
+    which genuine float64 probabilities almost never are. Such rows get the tolerance of the
+    format they came from and are renormalised (see :func:`_checked_rows`). ``None`` when
+    ``t`` holds numbers of its own precision (or is not float32/float64).
+    """
+    if t.dtype not in (torch.float32, torch.float64) or t.numel() == 0:
+        return None
+    own = torch.finfo(t.dtype).eps
+    for fmt in (torch.bfloat16, torch.float16, torch.float32):  # coarsest first
+        eps = torch.finfo(fmt).eps
+        if eps > own and bool((t.to(fmt).to(t.dtype) == t).all()):
+            return eps
+    return None
+
+
+# --- end issue 15 --------------------------------------------------------------------------------
+
+
 def _checked_rows(x, name, dtype=None, device=None, eps=None):
     """``x`` as a float tensor with rows on the simplex (see :func:`_check_rows_on_simplex`).
 
     Half-precision inputs (float16, bfloat16) become float64 and are checked at their own
     precision: each entry is rounded to a relative ``eps / 2``, so a row of probabilities
     sums to 1 within ``eps / 2`` whatever K; we allow ``4 eps`` and then divide the rows
-    by their sums, so the solver sees exact rows. ``eps`` overrides the precision read
-    from ``x`` (for a caller that already converted it).
+    by their sums, so the solver sees exact rows. The same holds for numbers that came from
+    a coarser format than their dtype (e.g. a float32 softmax cast to float64, see
+    :func:`_source_eps`): they are checked at the tolerance of that format (float32's:
+    ``1e-4 K``) and renormalised. ``eps`` overrides the precision read from ``x`` (for a
+    caller that already converted it).
     """
     if isinstance(x, torch.Tensor) and x.layout != torch.strided:
         raise TypeError(f"{name} is a sparse tensor; pass a dense one ({name}.to_dense())")
@@ -74,9 +100,12 @@ def _checked_rows(x, name, dtype=None, device=None, eps=None):
     t = _as_tensor(x, name, dtype, device)
     if t.ndim != 2:
         return t  # the caller names the shape it needs
+    if eps is None:  # issue 15: the precision the numbers came from (float32 -> float64 ...)
+        eps = _source_eps(t)
     tol = None
     if eps is not None:
-        base = (1e-4 if t.dtype == torch.float32 else 1e-8) * max(1, t.shape[1])
+        coarse = t.dtype == torch.float32 or eps >= torch.finfo(torch.float32).eps
+        base = (1e-4 if coarse else 1e-8) * max(1, t.shape[1])
         tol = max(4 * eps, base)
     if t.shape[0] and t.shape[1]:
         _check_rows_on_simplex(t, name, tol)

@@ -1,0 +1,400 @@
+"""A static HTML report of a clustering: ``skcce cluster ... --report DIR``.
+
+One job: write ``DIR/index.html`` (and the files it shows) so that a user can *look* at the
+clusters. The page opens from disk in any browser: no server, no script, no internet asset
+(styles are inline, every image is a file beside the page).
+
+* Images (:func:`write_image_report`): for every cluster, largest first, its size, its mean
+  confidence (the mean over its members of the largest predicted probability) and two grids
+  of thumbnails, its most confident and its least confident members.
+* Features (:func:`write_features_report`): a 2-D map of the features coloured by cluster
+  (PCA, or UMAP when ``umap-learn`` is installed) and the clusters' sizes and mean confidence
+  as PNG figures (matplotlib, drawn without pyplot so the user's backend is left alone), then
+  the same per-cluster sections with the ids of the most and least confident rows.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ClusterSummary", "summarize_clusters", "write_features_report", "write_image_report"]
+
+#: Members shown per grid (most confident, least confident).
+N_SHOW = 8
+#: Largest side of a thumbnail, in pixels.
+THUMB_SIZE = 128
+#: Most points drawn on the 2-D map (a random subset of larger inputs).
+MAP_POINTS = 20_000
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; background: #fafafa; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin: 0 0 .3em 0; }
+h3 { font-size: .95em; margin: .6em 0 .3em 0; color: #555; font-weight: normal; }
+table.summary { border-collapse: collapse; margin-bottom: 1.5em; }
+table.summary td, table.summary th { border: 1px solid #ccc; padding: .2em .6em;
+                                     text-align: right; }
+section.cluster { background: #fff; border: 1px solid #ddd; border-radius: 6px;
+                  padding: .8em 1em; margin-bottom: 1.2em; }
+.grid { display: flex; flex-wrap: wrap; gap: 6px; }
+figure { margin: 0; width: THUMBpx; text-align: center; }
+figure img { max-width: THUMBpx; max-height: THUMBpx; display: block; margin: 0 auto; }
+figcaption { font-size: .7em; color: #555; overflow-wrap: anywhere; }
+img.plot { max-width: 100%; border: 1px solid #ddd; background: #fff; margin: .5em 0; }
+ol.ids { font-size: .85em; columns: 3; }
+""".replace("THUMB", str(THUMB_SIZE))
+
+
+@dataclass
+class ClusterSummary:
+    """One cluster's numbers for the report.
+
+    Attributes
+    ----------
+    cluster : int
+        The cluster label.
+    size : int
+        Its number of members.
+    mean_confidence : float
+        The mean of its members' confidence (NaN for an empty cluster).
+    most : ndarray of int
+        Row indices of its most confident members, most confident first (at most half the
+        cluster, so that a small cluster shows both ends).
+    least : ndarray of int
+        Row indices of its least confident members (not among ``most``), least confident last.
+    """
+
+    cluster: int
+    size: int
+    mean_confidence: float
+    most: np.ndarray
+    least: np.ndarray
+
+
+def summarize_clusters(labels, confidence, n_clusters, n_show=N_SHOW):
+    """Per-cluster size, mean confidence and most/least confident members, largest first.
+
+    Parameters
+    ----------
+    labels : array-like of shape (n_samples,)
+        Cluster labels in ``0 .. n_clusters - 1``.
+    confidence : array-like of shape (n_samples,)
+        Each sample's largest predicted cluster probability.
+    n_clusters : int
+        K; clusters without members are listed too (size 0).
+    n_show : int, default=N_SHOW
+        Members in each of the two lists.
+
+    Returns
+    -------
+    summaries : list of ClusterSummary
+        Ordered by size, largest first (ties by label).
+
+    Examples
+    --------
+    >>> from skcce.cli._report import summarize_clusters
+    >>> s = summarize_clusters([1, 1, 0, 1], [0.9, 0.5, 0.8, 0.7], 3, n_show=1)
+    >>> [(c.cluster, c.size, c.most.tolist(), c.least.tolist()) for c in s]
+    [(1, 3, [0], [1]), (0, 1, [2], []), (2, 0, [], [])]
+    """
+    labels = np.asarray(labels)
+    confidence = np.asarray(confidence, dtype=float)
+    summaries = []
+    for k in range(n_clusters):
+        members = np.flatnonzero(labels == k)
+        order = members[np.argsort(-confidence[members], kind="stable")]
+        most = order[: min(n_show, (len(order) + 1) // 2)]  # small clusters: half and half
+        least = order[len(most) :][-n_show:]
+        mean = float(confidence[members].mean()) if len(members) else float("nan")
+        summaries.append(ClusterSummary(k, len(members), mean, most, least))
+    summaries.sort(key=lambda s: (-s.size, s.cluster))
+    return summaries
+
+
+def _prepare(out_dir):
+    """Create ``out_dir`` (its parent must exist) and an empty ``out_dir/thumbs``."""
+    out_dir = os.fspath(out_dir)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if not os.path.isdir(parent):
+        raise ValueError(f"cannot write the report in {out_dir!r}: {parent!r} does not exist")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError(f"the report goes in a folder; {out_dir!r} is a file")
+    os.makedirs(os.path.join(out_dir, "thumbs"), exist_ok=True)
+    for name in os.listdir(os.path.join(out_dir, "thumbs")):  # ours, from an earlier report
+        if name.endswith(".jpg"):
+            os.remove(os.path.join(out_dir, "thumbs", name))
+    return out_dir
+
+
+def _page(title, intro, summaries, body_of, extra=""):
+    esc = html.escape
+    rows = "".join(
+        f'<tr><td><a href="#cluster-{s.cluster}">{s.cluster}</a></td><td>{s.size}</td>'
+        f"<td>{_fmt(s.mean_confidence)}</td></tr>"
+        for s in summaries
+    )
+    sections = "".join(
+        f'<section class="cluster" id="cluster-{s.cluster}" data-cluster="{s.cluster}">'
+        f"<h2>Cluster {s.cluster}: {s.size} member{'s' if s.size != 1 else ''}, mean confidence "
+        f"{_fmt(s.mean_confidence)}</h2>{body_of(s) if s.size else '<p>empty</p>'}</section>\n"
+        for s in summaries
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>\n"
+        f"<h1>{esc(title)}</h1><p>{intro}</p>{extra}\n"
+        '<table class="summary"><tr><th>cluster</th><th>size</th><th>mean confidence</th></tr>'
+        f"{rows}</table>\n{sections}</body></html>\n"
+    )
+
+
+def _fmt(value):
+    return "-" if not np.isfinite(value) else f"{value:.3f}"
+
+
+def _write_text(path, text):
+    from skcce._engine._io import atomic_write
+
+    atomic_write(path, lambda handle: handle.write(text))
+
+
+def _thumbnail(path, target):
+    """Save a JPEG thumbnail of ``path``, its longer side ``THUMB_SIZE`` pixels (a grey square
+    when the image cannot be read)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            image = image.convert("RGB")
+            scale = THUMB_SIZE / max(image.size)
+            if scale > 1:  # small images (digits, icons) are enlarged with visible pixels
+                size = tuple(max(1, round(side * scale)) for side in image.size)
+                image = image.resize(size, Image.Resampling.NEAREST)
+            else:
+                image.thumbnail((THUMB_SIZE, THUMB_SIZE))
+            image.save(target, "JPEG", quality=90)
+    except (OSError, ValueError):
+        Image.new("RGB", (THUMB_SIZE, THUMB_SIZE), (200, 200, 200)).save(target, "JPEG")
+
+
+def write_image_report(out_dir, paths, labels, confidence, n_clusters, *, title=None, root=None):
+    """Write ``out_dir/index.html`` with each cluster's size, confidence and thumbnails.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        The report folder (created; its parent must exist). Thumbnails go in ``thumbs/``.
+    paths : sequence of str
+        The clustered image files, one per row of ``labels``.
+    labels : array-like of shape (n_samples,)
+        Cluster labels in ``0 .. n_clusters - 1``.
+    confidence : array-like of shape (n_samples,)
+        Each image's largest predicted cluster probability.
+    n_clusters : int
+        K.
+    title : str, default=None
+        The page title.
+    root : str, default=None
+        Captions show paths relative to this folder.
+
+    Returns
+    -------
+    index : str
+        The path of ``index.html``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from PIL import Image
+    >>> from skcce.cli._report import write_image_report
+    >>> tmp = tempfile.mkdtemp()
+    >>> paths = [os.path.join(tmp, f"{i}.png") for i in range(3)]
+    >>> for p in paths:
+    ...     Image.new("RGB", (20, 20), "red").save(p)
+    >>> index = write_image_report(os.path.join(tmp, "report"), paths, [0, 1, 1], [1, .9, .6], 2)
+    >>> open(index).read().count('<section class="cluster"')
+    2
+    """
+    out_dir = _prepare(out_dir)
+    summaries = summarize_clusters(labels, confidence, n_clusters)
+    confidence = np.asarray(confidence, dtype=float)
+    esc = html.escape
+
+    def figure(i):
+        name = f"{i:06d}.jpg"
+        _thumbnail(paths[i], os.path.join(out_dir, "thumbs", name))
+        shown = os.path.relpath(paths[i], root) if root else paths[i]
+        return (
+            f'<figure><img src="thumbs/{name}" alt="{esc(shown)}" title="{esc(shown)}">'
+            f"<figcaption>{confidence[i]:.3f} {esc(os.path.basename(paths[i]))}</figcaption>"
+            "</figure>"
+        )
+
+    def body(s):
+        parts = [f'<h3>most confident</h3><div class="grid most">{_join(figure, s.most)}</div>']
+        if len(s.least):
+            parts.append(
+                f'<h3>least confident</h3><div class="grid least">{_join(figure, s.least)}</div>'
+            )
+        return "".join(parts)
+
+    intro = (
+        f"{len(paths)} images in {n_clusters} clusters, largest first. Confidence: the largest "
+        "predicted cluster probability of an image."
+    )
+    page = _page(title or "skcce clusters", intro, summaries, body)
+    index = os.path.join(out_dir, "index.html")
+    _write_text(index, page)
+    return index
+
+
+def _join(render, indices):
+    return "".join(render(int(i)) for i in indices)
+
+
+def _embed_2d(X, labels, random_state=0):
+    """A 2-D embedding of (a subset of) ``X``; returns (points, labels of the points, method)."""
+    rng = np.random.default_rng(random_state)
+    rows = np.arange(len(X))
+    if len(X) > MAP_POINTS:
+        rows = np.sort(rng.choice(len(X), MAP_POINTS, replace=False))
+    sub = np.asarray(X[rows], dtype=np.float32)
+    try:
+        import umap  # optional: umap-learn
+    except ImportError:
+        umap = None
+    if umap is not None and len(sub) > 15:
+        points = umap.UMAP(n_components=2, random_state=random_state).fit_transform(sub)
+        return points, np.asarray(labels)[rows], "UMAP"
+    from sklearn.decomposition import PCA
+
+    if sub.shape[1] == 1:
+        points = np.column_stack([sub[:, 0], np.zeros(len(sub))])
+    else:
+        points = PCA(n_components=2, random_state=random_state).fit_transform(sub)
+    return points, np.asarray(labels)[rows], "PCA"
+
+
+def _figures(out_dir, X, labels, summaries, n_clusters):
+    """Write ``map.png`` and ``clusters.png``; return the map's method (PCA or UMAP)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError(
+            "the report of a features file draws its figures with matplotlib: "
+            "`pip install skcce[report]`"
+        ) from None
+    points, point_labels, method = _embed_2d(X, labels)
+    colours = _colours(n_clusters)
+    fig = Figure(figsize=(7, 6), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    size = max(2.0, min(20.0, 4000.0 / max(len(points), 1)))
+    for k in range(n_clusters):
+        mask = point_labels == k
+        if mask.any():
+            ax.scatter(points[mask, 0], points[mask, 1], s=size, color=colours[k], label=str(k))
+    ax.set_title(f"{method} of the features, coloured by cluster ({len(points)} points)")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if n_clusters <= 20:
+        ax.legend(title="cluster", fontsize="small", markerscale=2, loc="best")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "map.png"))
+
+    fig = Figure(figsize=(max(6, 0.35 * n_clusters + 2), 5), dpi=100)
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    names = [str(s.cluster) for s in summaries]
+    top.bar(names, [s.size for s in summaries], color=[colours[s.cluster] for s in summaries])
+    top.set_ylabel("size")
+    top.set_title("clusters, largest first")
+    means = [0.0 if not np.isfinite(s.mean_confidence) else s.mean_confidence for s in summaries]
+    bottom.bar(names, means, color=[colours[s.cluster] for s in summaries])
+    bottom.set_ylim(0, 1)
+    bottom.set_ylabel("mean confidence")
+    bottom.set_xlabel("cluster")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "clusters.png"))
+    return method
+
+
+def _colours(n):
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(k % cmap.N) for k in range(n)]
+
+
+def write_features_report(out_dir, X, labels, confidence, n_clusters, *, ids=None, title=None):
+    """Write ``out_dir/index.html`` for clustered features: a 2-D map, sizes and confidences.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        The report folder (created; its parent must exist).
+    X : array-like of shape (n_samples, n_features)
+        The features (a memory map is read row subset by row subset).
+    labels : array-like of shape (n_samples,)
+        Cluster labels in ``0 .. n_clusters - 1``.
+    confidence : array-like of shape (n_samples,)
+        Each row's largest predicted cluster probability.
+    n_clusters : int
+        K.
+    ids : array-like of shape (n_samples,), default=None
+        Row names shown in the lists (row indices when ``None``).
+    title : str, default=None
+        The page title.
+
+    Returns
+    -------
+    index : str
+        The path of ``index.html``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from skcce.cli._report import write_features_report
+    >>> X = np.random.default_rng(0).normal(size=(30, 5))
+    >>> labels = (X[:, 0] > 0).astype(int)
+    >>> index = write_features_report(tempfile.mkdtemp(), X, labels, np.ones(30), 2)
+    >>> sorted(os.listdir(os.path.dirname(index)))
+    ['clusters.png', 'index.html', 'map.png', 'thumbs']
+    """
+    out_dir = _prepare(out_dir)
+    summaries = summarize_clusters(labels, confidence, n_clusters)
+    method = _figures(out_dir, X, labels, summaries, n_clusters)
+    confidence = np.asarray(confidence, dtype=float)
+    names = np.arange(len(X)) if ids is None else np.asarray(ids)
+    esc = html.escape
+
+    def listing(indices):
+        return "".join(
+            f"<li>{esc(str(names[i]))} <small>({confidence[i]:.3f})</small></li>" for i in indices
+        )
+
+    def body(s):
+        parts = [f'<h3>most confident rows</h3><ol class="ids most">{listing(s.most)}</ol>']
+        if len(s.least):
+            parts.append(
+                f'<h3>least confident rows</h3><ol class="ids least">{listing(s.least)}</ol>'
+            )
+        return "".join(parts)
+
+    extra = (
+        f'<img class="plot" src="map.png" alt="{method} map of the features by cluster">'
+        '<img class="plot" src="clusters.png" alt="cluster sizes and mean confidence">'
+    )
+    intro = (
+        f"{len(X)} rows of {X.shape[1]} features in {n_clusters} clusters, largest first. "
+        f"Map: {method}. Confidence: the largest predicted cluster probability of a row."
+    )
+    page = _page(title or "skcce clusters", intro, summaries, body, extra)
+    index = os.path.join(out_dir, "index.html")
+    _write_text(index, page)
+    return index

@@ -1,0 +1,180 @@
+"""Tests for skcce.cli._report: ``skcce cluster ... --report DIR`` (issue 15).
+
+The image report is built once, by the command, for a small generated folder (three colours),
+then checked as a file and in a real headless browser (Debian's ``chromium``; skipped with a
+reason when it is not installed): every ``<img>`` resolves (``naturalWidth > 0``) and there is
+one section per cluster. The screenshot is kept beside the report.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+Image = pytest.importorskip("PIL.Image")
+pytest.importorskip("timm")
+
+from skcce.cli._report import summarize_clusters, write_features_report  # noqa: E402
+from skcce.cli.cluster import cluster_main  # noqa: E402
+
+K = 3
+COLOURS = [(220, 40, 40), (40, 160, 60), (40, 80, 220)]
+SIZES = [6, 4, 3]  # images per colour: clusters of different sizes
+
+
+@pytest.fixture(scope="module")
+def image_report(tmp_path_factory):
+    """(report folder, image paths): the report of 13 generated images in 3 colours."""
+    root = tmp_path_factory.mktemp("report")
+    photos = root / "photos"
+    photos.mkdir()
+    rng = np.random.default_rng(0)
+    paths = []
+    for colour, (rgb, n) in enumerate(zip(COLOURS, SIZES, strict=True)):
+        for i in range(n):
+            pixels = np.clip(np.array(rgb) + rng.normal(0, 15, (24, 30, 3)), 0, 255)
+            path = photos / f"c{colour}_{i}.png"
+            Image.fromarray(pixels.astype(np.uint8)).save(path)
+            paths.append(str(path))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        argv = [str(photos), "-k", str(K), "--model", "test_resnet", "--no-pretrained"]
+        argv += ["--image-size", "32", "--device", "cpu", "--random-state", "0"]
+        argv += ["--out", str(root / "labels.csv"), "--report", str(root / "out")]
+        assert cluster_main(argv) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return root / "out", paths
+
+
+def test_summary_orders_by_size_and_splits_small_clusters():
+    labels = [2, 2, 2, 0, 2, 0]
+    conf = [0.9, 0.5, 0.7, 0.8, 0.6, 0.4]
+    got = summarize_clusters(labels, conf, 4, n_show=3)
+    assert [(s.cluster, s.size) for s in got] == [(2, 4), (0, 2), (1, 0), (3, 0)]
+    assert got[0].most.tolist() == [0, 2] and got[0].least.tolist() == [4, 1]
+    assert got[0].mean_confidence == pytest.approx(0.675)
+    assert got[1].most.tolist() == [3] and got[1].least.tolist() == [5]
+    assert np.isnan(got[2].mean_confidence)
+
+
+def test_image_report_is_static_and_complete(image_report):
+    out, paths = image_report
+    page = (out / "index.html").read_text()
+    sections = re.findall(r'<section class="cluster" id="cluster-(\d+)"', page)
+    assert sorted(map(int, sections)) == list(range(K))
+    sizes = [int(n) for n in re.findall(r"<h2>Cluster \d+: (\d+) member", page)]
+    assert sizes == sorted(sizes, reverse=True) and sum(sizes) == len(paths)
+    assert "mean confidence" in page and "least confident" in page
+    links = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert links and not [u for u in links if re.match(r"(https?:)?//", u)]  # nothing online
+    assert "<script" not in page and "<link" not in page
+    images = re.findall(r'<img src="([^"]+)"', page)
+    assert len(images) == len(paths)  # small clusters: every image shown once
+    for src in images:
+        with Image.open(out / src) as thumb:
+            assert max(thumb.size) <= 128
+
+
+def test_features_report_has_figures(tmp_path):
+    pytest.importorskip("matplotlib", reason="the report of a features file needs matplotlib")
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(m, 0.2, (20, 5)) for m in (0, 3, 6)])
+    labels = np.repeat([1, 0, 2], 20)
+    index = write_features_report(
+        tmp_path / "rep", X, labels, np.full(60, 0.9), K, ids=[f"r{i}" for i in range(60)]
+    )
+    page = open(index).read()
+    assert page.count('<section class="cluster"') == K and "r0 <small>" in page
+    for name in ("map.png", "clusters.png"):
+        with Image.open(tmp_path / "rep" / name) as figure:
+            assert figure.format == "PNG" and figure.size[0] > 300
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+_CHECK = """<script>
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.images);
+  var broken = images.filter(function (i) { return !(i.complete && i.naturalWidth > 0); });
+  var out = document.createElement("pre");
+  out.id = "skcce-check";
+  out.textContent = JSON.stringify({
+    images: images.length,
+    broken: broken.map(function (i) { return i.getAttribute("src"); }),
+    sections: document.querySelectorAll("section.cluster").length
+  });
+  document.body.appendChild(out);
+});
+</script></body>"""
+
+
+def _run_chromium(browser, profile, *args):
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+    command += [f"--user-data-dir={profile}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt install chromium)")
+def test_report_in_headless_chromium(image_report, tmp_path):
+    out, paths = image_report
+    browser = _chromium()
+    # A copy of the page with a checking script, beside it so relative paths resolve.
+    check = out / "check.html"
+    check.write_text((out / "index.html").read_text().replace("</body>", _CHECK))
+    try:
+        done = _run_chromium(
+            browser, tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom",
+            check.as_uri(),
+        )  # fmt: skip
+    finally:
+        check.unlink()
+    found = re.search(r'<pre id="skcce-check">(.*?)</pre>', done.stdout, re.S)
+    assert found, f"no check result from chromium: {done.stderr[-2000:]}"
+    result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert result == {"images": len(paths), "broken": [], "sections": K}
+
+    shot = out.parent / "screenshot.png"
+    _run_chromium(
+        browser, tmp_path / "profile", "--hide-scrollbars", "--window-size=1100,1200",
+        f"--screenshot={shot}", (out / "index.html").as_uri(),
+    )  # fmt: skip
+    with Image.open(shot) as screenshot:
+        assert screenshot.size == (1100, 1200)
+        colours = np.asarray(screenshot.convert("RGB"))[::4, ::4].reshape(-1, 3)
+    for rgb in COLOURS:  # each colour's thumbnails were drawn
+        assert (np.abs(colours.astype(int) - rgb).max(axis=1) < 60).sum() > 50, rgb
+    if os.environ.get("SKCCE_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["SKCCE_KEEP_SCREENSHOT"])
+
+
+def test_features_map_uses_umap_when_installed(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib", reason="the report of a features file needs matplotlib")
+    import types
+
+    calls = []
+
+    class FakeUMAP:  # stands in for umap-learn's estimator (not a dependency)
+        def __init__(self, n_components, random_state):
+            calls.append((n_components, random_state))
+
+        def fit_transform(self, X):
+            return np.asarray(X)[:, :2]
+
+    monkeypatch.setitem(sys.modules, "umap", types.SimpleNamespace(UMAP=FakeUMAP))
+    X = np.random.default_rng(0).normal(size=(40, 4))
+    index = write_features_report(tmp_path / "rep", X, (X[:, 0] > 0).astype(int), np.ones(40), 2)
+    assert calls == [(2, 0)] and "Map: UMAP" in open(index).read()
