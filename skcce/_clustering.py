@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from skcce import _checkpoint
+from skcce import _checkpoint, _defaults
 from skcce._distributed import local_device
 from skcce._distributed import resolve as resolve_distributed
 from skcce._training import (
@@ -293,16 +293,17 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "prior": ["array-like", None],
         "fairness_weight": [Interval(Real, 0, None, closed="left")],
         "model": [StrOptions(set(_MODEL_NAMES)), torch.nn.Module, callable],
-        "optimizer": [StrOptions({"sgd", "adam"})],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "init": [StrOptions({"auto", "random", "kmeans"}), "array-like"],
+        "optimizer": [StrOptions({"auto", "sgd", "adam"})],
+        "learning_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "backbone_learning_rate": [Interval(Real, 0, None, closed="left"), None],
-        "weight_decay": [Interval(Real, 0, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "weight_decay": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "em_tol": [Interval(Real, 0, None, closed="neither")],
         "em_max_iter": [Interval(Integral, 1, None, closed="left")],
         "solver": [StrOptions(set(SOLVER_METHODS))],
-        "augment": [None, StrOptions({"default"}), callable],
+        "augment": [None, StrOptions({"auto", "default"}), callable],
         "augment_weight": [Interval(Real, 0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str, torch.device],
@@ -323,16 +324,17 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         prior=None,
         fairness_weight=1.3,
         model="linear",
-        optimizer="sgd",
-        learning_rate=0.5,
+        init="auto",
+        optimizer="auto",
+        learning_rate="auto",
         backbone_learning_rate=None,
-        weight_decay=0.1,
-        batch_size=250,
+        weight_decay="auto",
+        batch_size="auto",
         max_epochs=10,
         em_tol=1e-5,
         em_max_iter=100,
         solver="auto",
-        augment=None,
+        augment="auto",
         augment_weight=0.5,
         n_init="auto",
         device="auto",
@@ -349,6 +351,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.prior = prior
         self.fairness_weight = fairness_weight
         self.model = model
+        self.init = init
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.backbone_learning_rate = backbone_learning_rate
@@ -412,18 +415,59 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             )
         return prior
 
-    def _augment_fn(self, input_shape):
-        if self.augment is None:
+    # ----- issue 12: the initial head (skcce.models._kmeans_init) ----------------------------
+    def _check_init(self, init, X):
+        """The resolved ``init``: "random", "kmeans" (or "auto-kmeans" when it came from
+        "auto") or the user's centroids as a validated float64 array."""
+        if isinstance(init, str) and init == "random":
+            return init
+        if _defaults.regime(self.model) != "linear":
+            raise ValueError(
+                f"init={self.init!r:.40} initialises the linear head only; model="
+                f"{self.model!r:.40} starts from its own random initialisation: use "
+                "init='auto' or init='random'"
+            )
+        if isinstance(init, str):
+            return "auto-kmeans" if isinstance(self.init, str) and self.init == "auto" else init
+        from skcce.models._kmeans_init import check_centroids
+
+        return check_centroids(init, self.n_clusters, X.shape[1])
+
+    def _init_head(self, module, X, inputs, init, seed, ctx, device):
+        """Set the linear head to the soft KMeans assignment of the restart's centroids;
+        returns the init used ("kmeans", "random" when "auto" fell back, or "array")."""
+        from skcce.models._kmeans_init import head_from_centroids_, initial_centroids
+
+        cpu = torch.device("cpu")
+        if not isinstance(init, str):  # user centroids, in the normalised input space
+            init = inputs.raw(init, slice(None), cpu).double().numpy()
+        result = initial_centroids(
+            lambda idx: inputs.raw(X, idx, cpu).numpy(),
+            X.shape[0],
+            self.n_clusters,
+            init if not isinstance(init, str) else "kmeans",
+            seed,
+            explicit=init != "auto-kmeans",
+        )
+        result = ctx.broadcast(result, device)  # every rank starts from rank 0's head
+        if result is None:
+            return "random"
+        head_from_centroids_(module, *result)
+        return "kmeans" if isinstance(init, str) else "array"
+
+    def _augment_fn(self, augment, input_shape):
+        if augment is None:
             return None
-        if isinstance(self.augment, str):
+        if isinstance(augment, str):
             from skcce.models import default_augmentation
 
             aug = default_augmentation(input_shape)
             return lambda x, generator: aug(x, generator=generator)
-        user = self.augment
+        user = augment
         return lambda x, generator: user(x)
 
-    def _config(self, device, input_shape):
+    def _config(self, device, input_shape, settings):
+        """TrainConfig from the parameters, with the "auto" ones taken from ``settings``."""
         return TrainConfig(
             n_clusters=self.n_clusters,
             lam=float(self.lam),
@@ -431,16 +475,16 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             loss=self.loss,
             prior=self._check_prior(),
             fairness_weight=float(self.fairness_weight),
-            optimizer=self.optimizer,
-            learning_rate=float(self.learning_rate),
+            optimizer=settings["optimizer"],
+            learning_rate=float(settings["learning_rate"]),
             backbone_learning_rate=self.backbone_learning_rate,
-            weight_decay=float(self.weight_decay),
-            batch_size=int(self.batch_size),
+            weight_decay=float(settings["weight_decay"]),
+            batch_size=int(settings["batch_size"]),
             max_epochs=int(self.max_epochs),
             em_tol=float(self.em_tol),
             em_max_iter=int(self.em_max_iter),
             solver=resolve_method(self.solver, self.loss, self.fairness),
-            augment=self._augment_fn(input_shape),
+            augment=self._augment_fn(settings["augment"], input_shape),
             augment_weight=float(self.augment_weight),
             device=device,
             amp=bool(self.amp) and device.type == "cuda",
@@ -551,11 +595,18 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         layout = _layout(X, self.model)
         input_shape = _input_shape(X, layout)
         inputs = fit_inputs(X, layout)
-        cfg = self._config(device, input_shape)
+        # issue 12: every "auto" setting resolved from the model (skcce._defaults)
+        settings = _defaults.resolve(
+            {key: getattr(self, key) for key in _defaults.AUTO_PARAMS},
+            self.model,
+            n,
+            images=layout != "flat",
+        )
+        init = self._check_init(settings["init"], X)
+        init_used = "random" if isinstance(init, str) and init == "random" else None
+        cfg = self._config(device, input_shape, settings)
         rng = check_random_state(self.random_state)
-        n_init = self.n_init
-        if n_init == "auto":
-            n_init = 10 if n < 10_000 else 1
+        n_init = settings["n_init"]
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=n_init)
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
         resume, save = self._checkpointing(X, inputs, ctx, device, n_init, seeds)
@@ -578,6 +629,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         for run in range(first_run, n_init):
             generator = torch.Generator().manual_seed(int(seeds[run]))
             module = self._build(input_shape, generator)
+            if init_used != "random":  # issue 12: the linear head from KMeans centroids
+                init_used = self._init_head(module, X, inputs, init, int(seeds[run]), ctx, device)
             start = None
             if resume is not None and run == resume["run"] and resume["epoch"] > 0:
                 module.load_state_dict(resume["module"])
@@ -608,7 +661,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             if history:
                 proba = self._proba(module, X, inputs, device, ctx)
                 score = mutual_information(proba)
-                if best is None or score > best[0]:
+                # issue 12: a restart with an empty cluster never beats one without
+                if best is None or self._rank(score, proba) > self._rank(best[0], best[3]):
                     best = (score, module, history, proba, run)
             if interrupted is not None:
                 if best is None:
@@ -639,19 +693,61 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.n_iter_ = len(history)
         self.labels_ = labels
         self.train_score_ = score
+        # issue 12: the settings actually used ("auto" resolved)
+        self.init_ = self.init if init_used == "array" else init_used
+        self.optimizer_ = settings["optimizer"]
+        self.learning_rate_ = float(settings["learning_rate"])
+        self.weight_decay_ = float(settings["weight_decay"])
+        self.batch_size_ = int(settings["batch_size"])
+        self.augment_ = settings["augment"]
+        self.n_init_ = int(n_init)
+        empty = self._empty_clusters(labels)
+        if empty.size:
+            warnings.warn(self._collapse_message(empty), ConvergenceWarning, stacklevel=2)
+        return self
+
+    def _empty_clusters(self, labels):
+        """Clusters without a sample (those of zero prior are meant to stay empty)."""
         empty = np.setdiff1d(np.arange(self.n_clusters), labels)
         prior = self._check_prior()
-        if prior is not None:  # a cluster of zero prior is meant to stay empty
+        if prior is not None:
             empty = empty[prior[empty] > 0]
-        if empty.size:
-            warnings.warn(
-                f"{empty.size} of {self.n_clusters} clusters are empty after fit "
-                f"(clusters {empty.tolist()[:10]}); try a larger lam, more epochs or a "
-                "smaller learning_rate",
-                ConvergenceWarning,
-                stacklevel=2,
+        return empty
+
+    def _rank(self, score, proba):
+        """Restart order: fewer empty clusters first, then the label-free score."""
+        return (-self._empty_clusters(proba.argmax(axis=1)).size, score)
+
+    def _collapse_message(self, empty):
+        """The ConvergenceWarning of a fit whose every restart ended with an empty cluster."""
+        every = (
+            f"every one of the {self.n_init_} restarts ended with an empty cluster"
+            if self.n_init_ > 1
+            else "the restart ended with an empty cluster"
+        )
+        augment = self.augment_
+        if not (augment is None or isinstance(augment, str)):
+            augment = "callable"
+        now = (
+            f"fairness_weight={self.fairness_weight}, lam={self.lam}, "
+            f"learning_rate={self.learning_rate_:g}, optimizer={self.optimizer_!r}, "
+            f"init={self.init_ if isinstance(self.init_, str) else 'array'!r}, "
+            f"augment={augment!r}"
+        )
+        if _defaults.regime(self.model) == "linear":
+            advice = (
+                "a larger fairness_weight or lam, init='kmeans', a smaller learning_rate, "
+                "or more restarts (n_init)"
             )
-        return self
+        else:
+            advice = (
+                "optimizer='adam' with a smaller learning_rate (e.g. 1e-4), augment='default', "
+                "a larger fairness_weight or lam, or a larger batch_size"
+            )
+        return (
+            f"{empty.size} of {self.n_clusters} clusters are empty after fit (clusters "
+            f"{empty.tolist()[:10]}): {every}. This fit used {now}; try {advice}"
+        )
 
     def predict_proba(self, X):
         """Soft cluster assignments: the softmax of the network's logits.
