@@ -137,7 +137,7 @@ def _mean_confidence(d2: np.ndarray, scale: float) -> float:
     return float(np.exp(logits.max(axis=1) - logsumexp(logits, axis=1)).mean())
 
 
-def soft_assignment_scale(Z: np.ndarray, centroids: np.ndarray, target=TARGET_CONFIDENCE):
+def soft_assignment_scale(Z: np.ndarray, centroids: np.ndarray, target=None):
     r"""Stiffness :math:`s` with mean :math:`\max_k \sigma_k = ` ``target`` on the rows Z.
 
     :math:`\sigma_k(x) \propto \exp(-\frac{s}{2}\|x - c_k\|^2)`; the mean largest assignment
@@ -149,8 +149,8 @@ def soft_assignment_scale(Z: np.ndarray, centroids: np.ndarray, target=TARGET_CO
     ----------
     Z : ndarray of shape (m, d)
     centroids : ndarray of shape (K, d)
-    target : float, default=TARGET_CONFIDENCE
-        In (1/K, 1).
+    target : float, default=None
+        In (1/K, 1); None means :data:`TARGET_CONFIDENCE`.
 
     Returns
     -------
@@ -163,6 +163,7 @@ def soft_assignment_scale(Z: np.ndarray, centroids: np.ndarray, target=TARGET_CO
     >>> round(float(1 / (1 + np.exp(-s))), 3)  # logit gap of s/2 * 2: sigma = 0.9
     0.9
     """
+    target = TARGET_CONFIDENCE if target is None else target
     Z = np.asarray(Z, dtype=np.float64)
     C = np.asarray(centroids, dtype=np.float64)
     d2 = (Z * Z).sum(axis=1, keepdims=True) - 2.0 * Z @ C.T + (C * C).sum(axis=1)
