@@ -160,20 +160,36 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         The network: a linear head on 2-D features, the supplement's VGG-4 or a ResNet-18 on
         images, a module mapping a batch to K logits, or a factory
         ``f(input_shape, n_clusters) -> nn.Module``.
-    optimizer : {"sgd", "adam"}, default="sgd"
-        Optimiser of the network step.
-    learning_rate : float, default=0.5
-        Learning rate (of the head, when ``backbone_learning_rate`` is set). The supplement
-        uses 0.1 on ResNet-50 features; on our normalised inputs 0.5 was better on digits
-        with no loss of quality class on Fashion-MNIST (docs/user_guide.md, "Defaults").
+    init : {"auto", "random", "kmeans"} or array-like of shape (n_clusters, n_features), \
+            default="auto"
+        Initial linear head. ``"random"``: Kaiming-normal weights, zero bias (supplement
+        4.2). ``"kmeans"``: k-means++ seeds and a few Lloyd iterations on a random subsample
+        (at most 20 000 rows) in the normalised input space, then weights :math:`s c_k`
+        and biases :math:`-s\|c_k\|^2/2`, so that the softmax starts as the soft KMeans
+        assignment (:mod:`skcce.models._kmeans_init`); every restart draws its own
+        subsample and seeds. An array: these centroids, in the units of X. ``"auto"``:
+        ``"kmeans"`` for the linear head (``"random"`` when X holds fewer distinct rows
+        than clusters) and ``"random"`` for every other model. ``"kmeans"`` or an array
+        with a non-linear model is a ``ValueError``.
+    optimizer : {"auto", "sgd", "adam"}, default="auto"
+        Optimiser of the network step. ``"auto"``: ``"sgd"`` for the linear head,
+        ``"adam"`` for every other model (the table under "Model-aware defaults" in the
+        user guide gives every ``"auto"`` value).
+    learning_rate : float or "auto", default="auto"
+        Learning rate (of the head, when ``backbone_learning_rate`` is set). ``"auto"``:
+        0.5 for the linear head (the supplement uses 0.1 on ResNet-50 features; on our
+        normalised inputs 0.5 was better on digits with no loss of quality on
+        Fashion-MNIST, docs/user_guide.md, "Defaults"), 3e-4 for every other model.
     backbone_learning_rate : float, default=None
         Separate learning rate of a pretrained backbone (supplement Table 4: 1e-5).
-    weight_decay : float, default=0.1
-        L2 weight decay of the optimiser (supplement 4.2: 0.001-0.02 on ResNet-50
-        features). A stronger decay was the largest single improvement on raw digits pixels
-        (docs/user_guide.md, "Defaults").
-    batch_size : int, default=250
-        Mini-batch size; the pseudo-labels are solved per batch.
+    weight_decay : float or "auto", default="auto"
+        L2 weight decay of the optimiser. ``"auto"``: 0.1 for the linear head (supplement
+        4.2: 0.001-0.02 on ResNet-50 features; a stronger decay was the largest single
+        improvement on raw digits pixels, docs/user_guide.md, "Defaults"), 0.01 for every
+        other model (supplement Table 2).
+    batch_size : int or "auto", default="auto"
+        Mini-batch size; the pseudo-labels are solved per batch. ``"auto"``: 250 for the
+        linear head, 100 for every other model.
     max_epochs : int, default=10
         Passes over the data.
     em_tol : float, default=1e-5
@@ -183,19 +199,23 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     solver : str, default="auto"
         ``method`` of :func:`skcce.solvers.solve_pseudo_labels` used for the pseudo-labels
         ("auto" picks the exact solver suited to ``loss`` and ``fairness``).
-    augment : None, "default" or callable, default=None
+    augment : "auto", None, "default" or callable, default="auto"
         Augmentation consistency (supplement Table 4): a callable mapping a float batch
         (B, C, H, W) in image space (uint8 images scaled to [0, 1], before normalisation) to
         an augmented batch; "default" uses :func:`skcce.models.default_augmentation`.
+        ``"auto"``: None for the linear head and for models on 2-D features, "default" for
+        image models (None, with a warning, when torchvision is not installed).
     augment_weight : float, default=0.5
         Weight of the extra cross-entropy between the augmented view and the pseudo-label.
     n_init : int or "auto", default="auto"
-        Independent restarts; the one with the highest :meth:`score` on the training data
-        (label-free mutual information) is kept. "auto" runs 10 restarts when
-        ``n_samples < 10_000`` (small data: restarts are cheap and a single linear head is
-        sensitive to its initialisation) and 1 otherwise (large data: one run is already
-        well above KMeans on Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time;
-        see docs/benchmarks.md).
+        Independent restarts; the one with the fewest empty clusters and, among those, the
+        highest :meth:`score` on the training data (label-free mutual information) is
+        kept. "auto": for the linear head, 10 restarts when ``n_samples < 10_000`` (small
+        data: restarts are cheap and a single linear head is sensitive to its
+        initialisation) and 1 otherwise (large data: one run is already well above KMeans
+        on Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time; see
+        docs/benchmarks.md); 1 when ``init`` is an array, and 1 for every other model (a
+        restart is a whole network training).
     device : str, default="auto"
         "auto" (CUDA when available, else CPU) or any torch device string.
     amp : bool, default=False
@@ -242,6 +262,22 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Shape of one sample as the network sees it.
     device_ : torch.device
         Device the network was trained on.
+    init_ : {"random", "kmeans"} or ndarray
+        The initialisation used (``init`` with "auto" resolved; the user's array as given).
+    optimizer_ : {"sgd", "adam"}
+        The optimiser used (``optimizer`` with "auto" resolved).
+    learning_rate_ : float
+        The learning rate used.
+    weight_decay_ : float
+        The weight decay used.
+    batch_size_ : int
+        The mini-batch size used.
+    augment_ : None, "default" or callable
+        The augmentation used.
+    n_init_ : int
+        The number of restarts run.
+    train_score_ : float
+        Label-free score (:meth:`score`) of the kept restart on the training data.
 
     See Also
     --------
