@@ -54,7 +54,6 @@ from _report import machine_lines, update_section  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
 from skcce._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
-from skcce.metrics import clustering_accuracy  # noqa: E402
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 
@@ -141,7 +140,8 @@ def cnn_embeddings(classes, epochs, seed=0):
         pred = net.head(Z).argmax(1).numpy()
     seen = np.isin(yte, classes) if classes is not None else np.ones(len(yte), bool)
     truth = yte[seen] if classes is None else np.array([remap[c] for c in yte[seen]])
-    info = f"test accuracy of the CNN on its {len(np.unique(truth))} classes: {np.mean(pred[seen] == truth):.3f}"
+    accuracy = np.mean(pred[seen] == truth)
+    info = f"test accuracy of the CNN on its {len(np.unique(truth))} classes: {accuracy:.3f}"
     CACHE.mkdir(exist_ok=True)
     np.savez(path, Z=Z.numpy(), y=yte, info=info)
     return Z.numpy(), yte, info
@@ -296,7 +296,7 @@ def main(argv=None):
             *machine_lines(("cpu",)),
             "",
             "CCEClustering with only `n_clusters` set (its defaults: the linear head, "
-            "`init=\"auto\"`) and with each `init`; *acc / ref* and *time / ref* are ratios to "
+            '`init="auto"`) and with each `init`; *acc / ref* and *time / ref* are ratios to '
             "KMeans(n_init=10) in the same run; *smallest cluster* is the smallest cluster over "
             "the seeds (0 = a collapsed seed). The linear probe is supervised (it sees the "
             "labels): the ceiling a linear head could reach, not a competitor.",
