@@ -639,7 +639,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             images=layout != "flat",
         )
         init = self._check_init(settings["init"], X)
-        init_used = "random" if isinstance(init, str) and init == "random" else None
+        inits = {}  # issue 12: the init of each restart
         cfg = self._config(device, input_shape, settings)
         rng = check_random_state(self.random_state)
         n_init = settings["n_init"]
@@ -665,8 +665,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         for run in range(first_run, n_init):
             generator = torch.Generator().manual_seed(int(seeds[run]))
             module = self._build(input_shape, generator)
-            if init_used != "random":  # issue 12: the linear head from KMeans centroids
-                init_used = self._init_head(module, X, inputs, init, int(seeds[run]), ctx, device)
+            inits[run] = _defaults.restart_init(init, run)  # issue 12: the head's start
+            if inits[run] != "random":
+                inits[run] = self._init_head(module, X, inputs, init, int(seeds[run]), ctx, device)
+                if inits[run] == "random":  # "auto" on too few distinct rows: random heads
+                    init = "random"
             start = None
             if resume is not None and run == resume["run"] and resume["epoch"] > 0:
                 module.load_state_dict(resume["module"])
@@ -706,7 +709,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 break
             if save:
                 save.restart(run + 1, best, complete=run + 1 == n_init)
-        score, module, history, proba, _ = best
+        score, module, history, proba, best_run = best
         labels = proba.argmax(axis=1)
         if ctx_cb is not None:
             ctx_cb.call_on_fit_task_end(estimator=self, X=X)
@@ -730,7 +733,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.labels_ = labels
         self.train_score_ = score
         # issue 12: the settings actually used ("auto" resolved)
-        self.init_ = self.init if init_used == "array" else init_used
+        used = inits.get(best_run, _defaults.restart_init(init, best_run))
+        self.init_ = self.init if used == "array" else used
         self.optimizer_ = settings["optimizer"]
         self.learning_rate_ = float(settings["learning_rate"])
         self.weight_decay_ = float(settings["weight_decay"])

@@ -78,6 +78,40 @@ def regime(model) -> str:
     return "linear" if isinstance(model, str) and model.lower() == "linear" else "deep"
 
 
+#: ``init="auto"`` on the linear head: restarts alternate between the random head (even
+#: restarts, so one restart is today's random head) and the KMeans head (odd restarts); the
+#: label-free score picks among them. False: every restart starts from KMeans.
+ALTERNATE = True
+
+
+def restart_init(init, run: int) -> str:
+    """The initialisation of restart ``run`` for a resolved ``init`` (see :data:`ALTERNATE`).
+
+    Parameters
+    ----------
+    init : str or ndarray
+        "random", "kmeans", "auto-kmeans" (``"auto"`` on the linear head) or centroids.
+    run : int
+        Restart index, from 0.
+
+    Returns
+    -------
+    init : {"random", "kmeans", "array"}
+
+    Examples
+    --------
+    >>> [restart_init("auto-kmeans", r) for r in range(3)]
+    ['random', 'kmeans', 'random']
+    >>> restart_init("kmeans", 0)
+    'kmeans'
+    """
+    if not isinstance(init, str):
+        return "array"
+    if init == "auto-kmeans":
+        return "random" if ALTERNATE and run % 2 == 0 else "kmeans"
+    return init
+
+
 def _has_torchvision() -> bool:
     try:
         import torchvision  # noqa: F401

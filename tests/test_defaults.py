@@ -32,7 +32,8 @@ def blobs():
 def test_linear_auto_keeps_the_previous_settings(blobs):
     est = CCEClustering(n_clusters=3, random_state=0, max_epochs=1).fit(blobs[0])
     assert (est.optimizer_, est.learning_rate_, est.weight_decay_) == ("sgd", 0.5, 0.1)
-    assert (est.batch_size_, est.augment_, est.init_, est.n_init_) == (250, None, "kmeans", 10)
+    assert (est.batch_size_, est.augment_, est.n_init_) == (250, None, 10)
+    assert est.init_ in ("random", "kmeans")  # restarts alternate; init_ is the kept one's
     params = est.get_params()
     for key in ("optimizer", "learning_rate", "weight_decay", "batch_size", "augment", "init"):
         assert params[key] == "auto"  # get_params returns what the user passed
@@ -75,6 +76,19 @@ def test_deep_models_resolve_to_the_deep_settings(model):
     assert got["optimizer"] == "adam" and got["augment"] == "default"
     flat = resolve({"augment": "auto"}, model, 500, images=False)
     assert flat == {"augment": None}  # a user module on 2-D features: no image augmentation
+
+
+def test_auto_init_alternates_restarts():
+    from skcce._defaults import restart_init
+
+    assert [restart_init("auto-kmeans", r) for r in range(4)] == [
+        "random",
+        "kmeans",
+        "random",
+        "kmeans",
+    ]
+    assert {restart_init("kmeans", r) for r in range(3)} == {"kmeans"}
+    assert restart_init(np.zeros((2, 2)), 0) == "array"
 
 
 def test_n_init_auto():
@@ -142,7 +156,7 @@ def test_initial_centroids_seeded_and_subsampled():
         initial_centroids(fetch, len(X), 2, "kmeans", seed=3)
     finally:
         ki.MAX_SAMPLES = old
-    assert fetched[-1] == 100  # a subsample, not the whole data
+    assert fetched[-1] == 200  # a subsample (at least 100 rows a cluster), not all 300
 
 
 def test_kmeans_init_restarts_differ(blobs):

@@ -26,6 +26,7 @@ from scipy.special import logsumexp
 __all__ = [
     "LLOYD_ITER",
     "MAX_SAMPLES",
+    "SCALE_SAMPLES",
     "TARGET_CONFIDENCE",
     "check_centroids",
     "head_from_centroids_",
@@ -35,10 +36,13 @@ __all__ = [
     "soft_assignment_scale",
 ]
 
-#: Rows of the random subsample the centroids are computed on (all rows when fewer).
-MAX_SAMPLES = 20_000
+#: Rows of the random subsample the centroids are computed on (all rows when fewer; at
+#: least 100 per cluster).
+MAX_SAMPLES = 5_000
 #: Lloyd iterations after k-means++ seeding (fewer when they converge first).
-LLOYD_ITER = 20
+LLOYD_ITER = 10
+#: Rows of the subsample the stiffness is calibrated on.
+SCALE_SAMPLES = 2_000
 #: Mean largest soft assignment of the initial head on the subsample.
 TARGET_CONFIDENCE = 0.9
 
@@ -89,21 +93,39 @@ def check_centroids(centroids, n_clusters: int, n_features: int) -> np.ndarray:
     return arr
 
 
-def n_distinct_rows(Z: np.ndarray) -> int:
-    """Number of distinct rows of a 2-D array (exact equality of the values).
+def n_distinct_rows(Z: np.ndarray, stop: int | None = None) -> int:
+    """Number of distinct rows of a 2-D array (exact equality), counting up to ``stop``.
+
+    Greedy: each row is compared with the distinct rows found so far, and the count stops
+    at ``stop``; on ordinary data this looks at ``stop`` rows only, and at most
+    ``len(Z) * stop`` row comparisons.
 
     Examples
     --------
     >>> n_distinct_rows(np.array([[0.0, 1.0], [0.0, 1.0], [2.0, 0.0]]))
     2
+    >>> n_distinct_rows(np.arange(10.0).reshape(5, 2), stop=3)
+    3
     """
-    Z = np.ascontiguousarray(Z)
-    rows = Z.view(np.dtype((np.void, Z.dtype.itemsize * Z.shape[1]))).ravel()
-    return int(np.unique(rows).size)
+    Z = np.asarray(Z)
+    stop = len(Z) if stop is None else stop
+    found = np.empty((min(stop, len(Z)), Z.shape[1]), dtype=Z.dtype)
+    count = 0
+    for row in Z:
+        if count and (found[:count] == row).all(axis=1).any():
+            continue
+        found[count] = row
+        count += 1
+        if count >= stop:
+            break
+    return count
 
 
 def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int, n_iter: int = LLOYD_ITER):
     """k-means++ seeds refined by at most ``n_iter`` Lloyd iterations.
+
+    The seeds are drawn from at most ``max(2000, 20 * n_clusters)`` evenly spaced rows of
+    Z (a random subsample already); Lloyd's iterations use all rows.
 
     Parameters
     ----------
@@ -126,9 +148,15 @@ def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int, n_iter: int = LL
     """
     from sklearn.cluster import KMeans, kmeans_plusplus
 
-    Z = np.asarray(Z, dtype=np.float64)
-    seeds, _ = kmeans_plusplus(Z, n_clusters, random_state=seed)
-    km = KMeans(n_clusters, init=seeds, n_init=1, max_iter=n_iter, random_state=seed)
+    Z = np.asarray(Z)
+    if Z.dtype not in (np.float32, np.float64):
+        Z = Z.astype(np.float64)
+    # seeding on evenly spaced rows in float64 (scikit-learn's float32 distances are slow),
+    # Lloyd on all rows in their own dtype
+    m = min(len(Z), max(2_000, 20 * n_clusters))
+    few = Z[np.linspace(0, len(Z) - 1, m).astype(np.intp)].astype(np.float64)
+    seeds, _ = kmeans_plusplus(few, n_clusters, random_state=seed)
+    km = KMeans(n_clusters, init=seeds.astype(Z.dtype), n_init=1, max_iter=n_iter)
     return km.fit(Z).cluster_centers_.astype(np.float64)
 
 
@@ -142,8 +170,9 @@ def soft_assignment_scale(Z: np.ndarray, centroids: np.ndarray, target=None):
 
     :math:`\sigma_k(x) \propto \exp(-\frac{s}{2}\|x - c_k\|^2)`; the mean largest assignment
     grows from :math:`1/K` (s = 0) towards 1, so :math:`s` is found by bisection on
-    :math:`\log s`. When the target cannot be reached (rows equidistant from the
-    centroids), the largest scale tried is returned.
+    :math:`\log s`, on :data:`SCALE_SAMPLES` evenly spaced rows of Z. When the target
+    cannot be reached (rows equidistant from the centroids), the largest scale tried is
+    returned.
 
     Parameters
     ----------
@@ -164,6 +193,8 @@ def soft_assignment_scale(Z: np.ndarray, centroids: np.ndarray, target=None):
     0.9
     """
     target = TARGET_CONFIDENCE if target is None else target
+    if len(Z) > SCALE_SAMPLES:  # evenly spaced rows: Z may be sorted by anything
+        Z = Z[np.linspace(0, len(Z) - 1, SCALE_SAMPLES).astype(np.intp)]
     Z = np.asarray(Z, dtype=np.float64)
     C = np.asarray(centroids, dtype=np.float64)
     d2 = (Z * Z).sum(axis=1, keepdims=True) - 2.0 * Z @ C.T + (C * C).sum(axis=1)
@@ -172,7 +203,7 @@ def soft_assignment_scale(Z: np.ndarray, centroids: np.ndarray, target=None):
     lo, hi = np.log(1e-6 / spread), np.log(1e6 / spread)
     if _mean_confidence(d2, np.exp(hi)) < target:
         return float(np.exp(hi))
-    for _ in range(60):
+    for _ in range(30):  # log(s) to within 2**-30 of the bracket, far below what matters
         mid = 0.5 * (lo + hi)
         if _mean_confidence(d2, np.exp(mid)) < target:
             lo = mid
@@ -252,16 +283,16 @@ def initial_centroids(fetch, n_samples: int, n_clusters: int, init, seed: int, *
     ((2, 2), True)
     """
     rng = np.random.default_rng(seed)
-    m = min(n_samples, max(MAX_SAMPLES, 50 * n_clusters))
+    m = min(n_samples, max(MAX_SAMPLES, 100 * n_clusters))
     if m < n_samples:
         idx = np.sort(rng.choice(n_samples, size=m, replace=False))
     else:
         idx = np.arange(n_samples)
-    Z = np.asarray(fetch(idx), dtype=np.float64)
+    Z = np.asarray(fetch(idx))
     if isinstance(init, str):
-        distinct = n_distinct_rows(Z)
+        distinct = n_distinct_rows(Z, stop=n_clusters)
         if distinct < n_clusters and m < n_samples:  # rare: count on all the rows
-            distinct = n_distinct_rows(np.asarray(fetch(np.arange(n_samples))))
+            distinct = n_distinct_rows(np.asarray(fetch(np.arange(n_samples))), n_clusters)
         if distinct < n_clusters:
             if not explicit:
                 return None
