@@ -168,8 +168,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         and biases :math:`-s\|c_k\|^2/2`, so that the softmax starts as the soft KMeans
         assignment (:mod:`skcce.models._kmeans_init`); every restart draws its own
         subsample and seeds. An array: these centroids, in the units of X. ``"auto"``:
-        ``"kmeans"`` for the linear head (``"random"`` when X holds fewer distinct rows
-        than clusters) and ``"random"`` for every other model. ``"kmeans"`` or an array
+        for the linear head, restarts alternate between ``"random"`` (the first, so a
+        single restart is the random head) and ``"kmeans"``, and the label-free score picks
+        (all ``"random"`` when X holds fewer distinct rows than clusters); ``"random"`` for
+        every other model. The measurements behind this choice are in docs/benchmarks.md
+        (``bench_embeddings``, ``bench_vs_kmeans``). ``"kmeans"`` or an array
         with a non-linear model is a ``ValueError``.
     optimizer : {"auto", "sgd", "adam"}, default="auto"
         Optimiser of the network step. ``"auto"``: ``"sgd"`` for the linear head,
