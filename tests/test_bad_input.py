@@ -27,6 +27,7 @@ DEEP = dict(
     max_epochs=1,
     batch_size=20,
     n_init=1,
+    augment=None,
     random_state=0,
 )
 

@@ -366,6 +366,7 @@ def test_vgg4_on_grey_images(tiny_images):
         max_epochs=2,
         batch_size=20,
         n_init=1,
+        augment=None,
         random_state=0,
     ).fit(X)
     assert est.input_shape_ == (1, 28, 28)

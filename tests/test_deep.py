@@ -18,6 +18,7 @@ TINY = dict(
     learning_rate=1e-3,
     weight_decay=0.01,
     n_init=1,
+    augment=None,
     device="cpu",
     random_state=0,
 )
