@@ -163,9 +163,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     init : {"auto", "random", "kmeans"} or array-like of shape (n_clusters, n_features), \
             default="auto"
         Initial linear head. ``"random"``: Kaiming-normal weights, zero bias (supplement
-        4.2). ``"kmeans"``: k-means++ seeds and a few Lloyd iterations on a random subsample
-        (at most 20 000 rows) in the normalised input space, then weights :math:`s c_k`
-        and biases :math:`-s\|c_k\|^2/2`, so that the softmax starts as the soft KMeans
+        4.2). ``"kmeans"``: k-means++ seeds and at most 10 Lloyd iterations on a random
+        subsample (5000 rows, at least 100 a cluster) in the normalised input space,
+        then weights :math:`s c_k` and biases :math:`-s\|c_k\|^2/2`, so that the softmax
+        starts as the soft KMeans
         assignment (:mod:`skcce.models._kmeans_init`); every restart draws its own
         subsample and seeds. An array: these centroids, in the units of X. ``"auto"``:
         for the linear head, restarts alternate between ``"random"`` (the first, so a
@@ -478,15 +479,18 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         from skcce.models._kmeans_init import head_from_centroids_, initial_centroids
 
         cpu = torch.device("cpu")
-        if not isinstance(init, str):  # user centroids, in the normalised input space
+        explicit = not (isinstance(init, str) and init == "auto-kmeans")
+        if isinstance(init, str):
+            init = "kmeans"
+        else:  # user centroids, in the normalised input space
             init = inputs.raw(init, slice(None), cpu).double().numpy()
         result = initial_centroids(
             lambda idx: inputs.raw(X, idx, cpu).numpy(),
             X.shape[0],
             self.n_clusters,
-            init if not isinstance(init, str) else "kmeans",
+            init,
             seed,
-            explicit=init != "auto-kmeans",
+            explicit=explicit,
         )
         result = ctx.broadcast(result, device)  # every rank starts from rank 0's head
         if result is None:
