@@ -16,8 +16,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from skcce import _defaults
 from skcce._engine import _checkpoint
-from skcce._engine._callbacks import Best, ProgressBar, SklearnCallbacks
+from skcce._engine._callbacks import Best, ProgressBar, SklearnCallbacks, empty_clusters
 from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
@@ -54,6 +55,7 @@ class _FitPlan:
     n_init: int
     seeds: np.ndarray
     build: object
+    settings: dict  # every "auto" training setting resolved (skcce._defaults)
 
 
 class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
@@ -92,20 +94,40 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         The network: a linear head on 2-D features, the supplement's VGG-4 or a ResNet-18 on
         images, a module mapping a batch to K logits, or a factory
         ``f(input_shape, n_clusters) -> nn.Module``.
-    optimizer : {"sgd", "adam"}, default="sgd"
-        Optimiser of the network step.
-    learning_rate : float, default=0.5
-        Learning rate (of the head, when ``backbone_learning_rate`` is set). The supplement
-        uses 0.1 on ResNet-50 features; on our normalised inputs 0.5 was better on digits
-        with no loss of quality class on Fashion-MNIST (docs/user_guide.md, "Defaults").
+    init : {"auto", "random", "kmeans"} or array-like of shape (n_clusters, n_features), \
+            default="auto"
+        Initial linear head. ``"random"``: Kaiming-normal weights, zero bias (supplement
+        4.2). ``"kmeans"``: k-means++ seeds and at most 10 Lloyd iterations on a random
+        subsample (5000 rows, at least 100 a cluster) in the normalised input space,
+        then weights :math:`s c_k` and biases :math:`-s\|c_k\|^2/2`, so that the softmax
+        starts as the soft KMeans
+        assignment (:mod:`skcce.models._kmeans_init`); every restart draws its own
+        subsample and seeds. An array: these centroids, in the units of X. ``"auto"``:
+        for the linear head, restarts alternate between ``"random"`` (the first, so a
+        single restart is the random head) and ``"kmeans"``, and the label-free score picks
+        (all ``"random"`` when X holds fewer distinct rows than clusters); ``"random"`` for
+        every other model. The measurements behind this choice are in docs/benchmarks.md
+        (``bench_embeddings``, ``bench_vs_kmeans``). ``"kmeans"`` or an array
+        with a non-linear model is a ``ValueError``.
+    optimizer : {"auto", "sgd", "adam"}, default="auto"
+        Optimiser of the network step. ``"auto"``: ``"sgd"`` for the linear head,
+        ``"adam"`` for every other model (the table under "Model-aware defaults" in the
+        user guide gives every ``"auto"`` value).
+    learning_rate : float or "auto", default="auto"
+        Learning rate (of the head, when ``backbone_learning_rate`` is set). ``"auto"``:
+        0.5 for the linear head (the supplement uses 0.1 on ResNet-50 features; on our
+        normalised inputs 0.5 was better on digits with no loss of quality on
+        Fashion-MNIST, docs/user_guide.md, "Defaults"), 3e-4 for every other model.
     backbone_learning_rate : float, default=None
         Separate learning rate of a pretrained backbone (supplement Table 4: 1e-5).
-    weight_decay : float, default=0.1
-        L2 weight decay of the optimiser (supplement 4.2: 0.001-0.02 on ResNet-50
-        features). A stronger decay was the largest single improvement on raw digits pixels
-        (docs/user_guide.md, "Defaults").
-    batch_size : int, default=250
-        Mini-batch size; the pseudo-labels are solved per batch.
+    weight_decay : float or "auto", default="auto"
+        L2 weight decay of the optimiser. ``"auto"``: 0.1 for the linear head (supplement
+        4.2: 0.001-0.02 on ResNet-50 features; a stronger decay was the largest single
+        improvement on raw digits pixels, docs/user_guide.md, "Defaults"), 0.01 for every
+        other model (supplement Table 2).
+    batch_size : int or "auto", default="auto"
+        Mini-batch size; the pseudo-labels are solved per batch. ``"auto"``: 250 for the
+        linear head, 100 for every other model.
     max_epochs : int, default=10
         Passes over the data.
     solver_tol : float, default=1e-5
@@ -120,19 +142,23 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     solver : str, default="auto"
         ``method`` of :func:`skcce.solvers.solve_pseudo_labels` used for the pseudo-labels
         ("auto" picks the exact solver suited to ``loss`` and ``fairness``).
-    augment : None, "default" or callable, default=None
+    augment : "auto", None, "default" or callable, default="auto"
         Augmentation consistency (supplement Table 4): a callable mapping a float batch
         (B, C, H, W) in image space (uint8 images scaled to [0, 1], before normalisation) to
         an augmented batch; "default" uses :func:`skcce.models.default_augmentation`.
+        ``"auto"``: None for the linear head and for models on 2-D features, "default" for
+        image models (None, with a warning, when torchvision is not installed).
     augment_weight : float, default=0.5
         Weight of the extra cross-entropy between the augmented view and the pseudo-label.
     n_init : int or "auto", default="auto"
-        Independent restarts; the one with the highest :meth:`score` on the training data
-        (label-free mutual information) is kept. "auto" runs 10 restarts when
-        ``n_samples < 10_000`` (small data: restarts are cheap and a single linear head is
-        sensitive to its initialisation) and 1 otherwise (large data: one run is already
-        well above KMeans on Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time;
-        see docs/benchmarks.md).
+        Independent restarts; the one with the fewest empty clusters and, among those, the
+        highest :meth:`score` on the training data (label-free mutual information) is
+        kept. "auto": for the linear head, 10 restarts when ``n_samples < 10_000`` (small
+        data: restarts are cheap and a single linear head is sensitive to its
+        initialisation) and 1 otherwise (large data: one run is already well above KMeans
+        on Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time; see
+        docs/benchmarks.md); 1 when ``init`` is an array, and 1 for every other model (a
+        restart is a whole network training).
     device : str, default="auto"
         "auto" (CUDA when available, else CPU) or any torch device string.
     amp : bool, default=False
@@ -185,6 +211,20 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Shape of one sample as the network sees it.
     device_ : torch.device
         Device the network was trained on.
+    init_ : {"random", "kmeans"} or ndarray
+        The initialisation used (``init`` with "auto" resolved; the user's array as given).
+    optimizer_ : {"sgd", "adam"}
+        The optimiser used (``optimizer`` with "auto" resolved).
+    learning_rate_ : float
+        The learning rate used.
+    weight_decay_ : float
+        The weight decay used.
+    batch_size_ : int
+        The mini-batch size used.
+    augment_ : None, "default" or callable
+        The augmentation used.
+    n_init_ : int
+        The number of restarts run.
 
     See Also
     --------
@@ -238,11 +278,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "prior": ["array-like", None],
         "fairness_weight": [Interval(Real, 0, None, closed="left")],
         "model": [StrOptions(set(_MODEL_NAMES)), torch.nn.Module, callable],
-        "optimizer": [StrOptions({"sgd", "adam"})],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "init": [StrOptions({"auto", "random", "kmeans"}), "array-like"],
+        "optimizer": [StrOptions({"auto", "sgd", "adam"})],
+        "learning_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "backbone_learning_rate": [Interval(Real, 0, None, closed="left"), None],
-        "weight_decay": [Interval(Real, 0, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "weight_decay": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "solver_tol": [Interval(Real, 0, None, closed="neither")],
         "solver_max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -252,7 +293,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             Hidden(StrOptions({"deprecated"})),
         ],
         "solver": [StrOptions(set(SOLVER_METHODS))],
-        "augment": [None, StrOptions({"default"}), callable],
+        "augment": [None, StrOptions({"auto", "default"}), callable],
         "augment_weight": [Interval(Real, 0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str, torch.device],
@@ -273,16 +314,17 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         prior=None,
         fairness_weight=1.3,
         model="linear",
-        optimizer="sgd",
-        learning_rate=0.5,
+        init="auto",
+        optimizer="auto",
+        learning_rate="auto",
         backbone_learning_rate=None,
-        weight_decay=0.1,
-        batch_size=250,
+        weight_decay="auto",
+        batch_size="auto",
         max_epochs=10,
         solver_tol=1e-5,
         solver_max_iter=100,
         solver="auto",
-        augment=None,
+        augment="auto",
         augment_weight=0.5,
         n_init="auto",
         device="auto",
@@ -301,6 +343,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.prior = prior
         self.fairness_weight = fairness_weight
         self.model = model
+        self.init = init
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.backbone_learning_rate = backbone_learning_rate
@@ -366,15 +409,58 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             )
         return prior
 
-    def _augment_fn(self, input_shape):
-        if self.augment is None:
+    # ----- the initial head (skcce.models._kmeans_init) -------------------------------------
+    def _check_init(self, init, X):
+        """The resolved ``init``: "random", "kmeans" (or "auto-kmeans" when it came from
+        "auto") or the user's centroids as a validated float64 array."""
+        if isinstance(init, str) and init == "random":
+            return init
+        if _defaults.regime(self.model) != "linear":
+            raise ValueError(
+                f"init={self.init!r:.40} initialises the linear head only; model="
+                f"{self.model!r:.40} starts from its own random initialisation: use "
+                "init='auto' or init='random'"
+            )
+        if isinstance(init, str):
+            return "auto-kmeans" if isinstance(self.init, str) and self.init == "auto" else init
+        from skcce.models._kmeans_init import check_centroids
+
+        return check_centroids(init, self.n_clusters, X.shape[1])
+
+    def _init_head(self, module, X, inputs, init, seed, ctx, device):
+        """Set the linear head to the soft KMeans assignment of the restart's centroids;
+        returns the init used ("kmeans", "random" when "auto" fell back, or "array")."""
+        from skcce.models._kmeans_init import head_from_centroids_, initial_centroids
+
+        cpu = torch.device("cpu")
+        explicit = not (isinstance(init, str) and init == "auto-kmeans")
+        if isinstance(init, str):
+            init = "kmeans"
+        else:  # user centroids, in the normalised input space
+            init = inputs.raw(init, slice(None), cpu).double().numpy()
+        result = initial_centroids(
+            lambda idx: inputs.raw(X, idx, cpu).numpy(),
+            X.shape[0],
+            self.n_clusters,
+            init,
+            seed,
+            explicit=explicit,
+        )
+        result = ctx.broadcast(result, device)  # every rank starts from rank 0's head
+        if result is None:
+            return "random"
+        head_from_centroids_(module, *result)
+        return "kmeans" if isinstance(init, str) else "array"
+
+    def _augment_fn(self, augment, input_shape):
+        if augment is None:
             return None
-        if isinstance(self.augment, str):
+        if isinstance(augment, str):
             from skcce.models import default_augmentation
 
             aug = default_augmentation(input_shape)
             return lambda x, generator: aug(x, generator=generator)
-        user = self.augment
+        user = augment
         return lambda x, generator: user(x)
 
     def _solver_limits(self):
@@ -391,7 +477,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 limits[new] = getattr(self, old)
         return float(limits["solver_tol"]), int(limits["solver_max_iter"])
 
-    def _config(self, device, input_shape):
+    def _config(self, device, input_shape, settings):
+        """TrainConfig from the parameters, with the "auto" ones taken from ``settings``."""
         solver_tol, solver_max_iter = self._solver_limits()
         return TrainConfig(
             n_clusters=self.n_clusters,
@@ -400,34 +487,48 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             loss=self.loss,
             prior=self._check_prior(),
             fairness_weight=float(self.fairness_weight),
-            optimizer=self.optimizer,
-            learning_rate=float(self.learning_rate),
+            optimizer=settings["optimizer"],
+            learning_rate=float(settings["learning_rate"]),
             backbone_learning_rate=self.backbone_learning_rate,
-            weight_decay=float(self.weight_decay),
-            batch_size=int(self.batch_size),
+            weight_decay=float(settings["weight_decay"]),
+            batch_size=int(settings["batch_size"]),
             max_epochs=int(self.max_epochs),
             solver_tol=solver_tol,
             solver_max_iter=solver_max_iter,
             solver=resolve_method(self.solver, self.loss, self.fairness),
-            augment=self._augment_fn(input_shape),
+            augment=self._augment_fn(settings["augment"], input_shape),
             augment_weight=float(self.augment_weight),
             device=device,
             amp=bool(self.amp) and device.type == "cuda",
             verbose=int(self.verbose),
         )
 
-    def _builder(self, input_shape):
-        """``build(generator) -> nn.Module``: a fresh network for one restart."""
+    def _builder(self, X, prepared, ctx, device, init):
+        """``build(generator, run=None, seed=None) -> nn.Module``: a fresh network; for a
+        restart ``run`` its linear head starts as ``init`` says (:data:`_defaults.restart_init`),
+        and ``build.inits[run]`` records the start it got."""
+        import copy
+
         from skcce.models import build_model
 
-        def build(generator):
+        inits, state = {}, {"init": init}
+
+        def build(generator, run=None, seed=None):
             model = self.model
             if isinstance(model, torch.nn.Module):
-                import copy
-
                 model = copy.deepcopy(model)  # never train the user's own object in place
-            return build_model(model, input_shape, self.n_clusters, generator=generator)
+            module = build_model(model, prepared.input_shape, self.n_clusters, generator=generator)
+            if run is None:
+                return module
+            used = _defaults.restart_init(state["init"], run)
+            if used != "random":
+                used = self._init_head(module, X, prepared.inputs, state["init"], seed, ctx, device)
+                if used == "random":  # "auto" on too few distinct rows: random heads from now on
+                    state["init"] = "random"
+            inits[run] = used
+            return module
 
+        build.inits = inits
         return build
 
     def _plan(self, X) -> _FitPlan:
@@ -441,12 +542,18 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         ctx = resolve_distributed(self.distributed)
         device = local_device(resolve_device(self.device), ctx)
         prepared = prepare(X, self.model)
-        cfg = self._config(device, prepared.input_shape)
+        settings = _defaults.resolve(  # every "auto" setting, from the model
+            {key: getattr(self, key) for key in _defaults.AUTO_PARAMS},
+            self.model,
+            n,
+            images=prepared.layout != "flat",
+        )
+        cfg = self._config(device, prepared.input_shape, settings)
         rng = check_random_state(self.random_state)
-        n_init = (10 if n < 10_000 else 1) if self.n_init == "auto" else self.n_init
-        seeds = rng.randint(0, np.iinfo(np.int32).max, size=n_init)
+        seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
-        return _FitPlan(ctx, prepared, cfg, n_init, seeds, self._builder(prepared.input_shape))
+        build = self._builder(X, prepared, ctx, device, self._check_init(settings["init"], X))
+        return _FitPlan(ctx, prepared, cfg, settings["n_init"], seeds, build, settings)
 
     def _checkpoint_settings(self, plan):
         """The parameters a checkpoint must agree on (those that change the fitted model)."""
@@ -523,7 +630,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 X, plan.prepared, plan.cfg, plan.build, plan.seeds[run], run,
                 ctx=plan.ctx, callbacks=callbacks, resume=resume,
             )  # fmt: skip
-            best = Best.keep(best, result)
+            best = Best.keep(best, result, plan.cfg.prior)
             for callback in callbacks:
                 callback.on_run_end(result, best)
             if result.interrupted:
@@ -558,18 +665,49 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.n_iter_ = len(best.history)
         self.labels_ = labels
         self.train_score_ = best.score
-        empty = np.setdiff1d(np.arange(self.n_clusters), labels)
-        prior = plan.cfg.prior
-        if prior is not None:  # a cluster of zero prior is meant to stay empty
-            empty = empty[prior[empty] > 0]
+        used = plan.build.inits.get(best.run, "random")  # the kept restart's start
+        self.init_ = self.init if used == "array" else used
+        settings = plan.settings
+        self.optimizer_ = settings["optimizer"]
+        self.learning_rate_ = float(settings["learning_rate"])
+        self.weight_decay_ = float(settings["weight_decay"])
+        self.batch_size_ = int(settings["batch_size"])
+        self.augment_ = settings["augment"]
+        self.n_init_ = int(plan.n_init)
+        empty = empty_clusters(labels, self.n_clusters, plan.cfg.prior)
         if empty.size:
-            warnings.warn(
-                f"{empty.size} of {self.n_clusters} clusters are empty after fit "
-                f"(clusters {empty.tolist()[:10]}); try a larger lam, more epochs or a "
-                "smaller learning_rate",
-                ConvergenceWarning,
-                stacklevel=4,
+            warnings.warn(self._collapse_message(empty), ConvergenceWarning, stacklevel=4)
+
+    def _collapse_message(self, empty):
+        """The ConvergenceWarning of a fit whose every restart ended with an empty cluster."""
+        every = (
+            f"every one of the {self.n_init_} restarts ended with an empty cluster"
+            if self.n_init_ > 1
+            else "the restart ended with an empty cluster"
+        )
+        augment = self.augment_
+        if not (augment is None or isinstance(augment, str)):
+            augment = "callable"
+        now = (
+            f"fairness_weight={self.fairness_weight}, lam={self.lam}, "
+            f"learning_rate={self.learning_rate_:g}, optimizer={self.optimizer_!r}, "
+            f"init={self.init_ if isinstance(self.init_, str) else 'array'!r}, "
+            f"augment={augment!r}"
+        )
+        if _defaults.regime(self.model) == "linear":
+            advice = (
+                "a larger fairness_weight or lam, init='kmeans', a smaller learning_rate, "
+                "or more restarts (n_init)"
             )
+        else:
+            advice = (
+                "optimizer='adam' with a smaller learning_rate (e.g. 1e-4), augment='default', "
+                "a larger fairness_weight or lam, or a larger batch_size"
+            )
+        return (
+            f"{empty.size} of {self.n_clusters} clusters are empty after fit (clusters "
+            f"{empty.tolist()[:10]}): {every}. This fit used {now}; try {advice}"
+        )
 
     def predict_proba(self, X):
         """Soft cluster assignments: the softmax of the network's logits.

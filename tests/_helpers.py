@@ -11,6 +11,7 @@ VGG4_ADAM = dict(
     max_epochs=1,
     batch_size=20,
     n_init=1,
+    augment=None,
     random_state=0,
 )
 

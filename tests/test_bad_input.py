@@ -510,3 +510,31 @@ def test_cluster_ids_do_not_match_rows(tmp_path, capsys):
 
 
 # --- end issue 15 --------------------------------------------------------------------------------
+
+
+# ----- init (issue 12) ----------------------------------------------------------------------
+def test_init_centroids_bad(blobs):
+    X = blobs[0]
+    with pytest.raises(
+        ValueError, match=r"init centroids must have shape .* \(3, 4\); got shape \(2, 4\)"
+    ):
+        CCEClustering(n_clusters=3, init=np.zeros((2, 4)), **FAST).fit(X)
+    bad = np.zeros((3, 4))
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"init centroids must be finite; rows \[1\]"):
+        CCEClustering(n_clusters=3, init=bad, **FAST).fit(X)
+    bad[1, 2] = np.inf
+    with pytest.raises(ValueError, match="must be finite"):
+        CCEClustering(n_clusters=3, init=bad, **FAST).fit(X)
+
+
+def test_init_kmeans_few_distinct_samples():
+    X = np.repeat(np.eye(2), 5, axis=0)
+    with pytest.raises(ValueError, match="n_distinct_samples=2 should be >= n_clusters=3"):
+        CCEClustering(n_clusters=3, init="kmeans", **FAST).fit(X)
+
+
+def test_init_kmeans_deep_model(images):
+    for init in ("kmeans", np.zeros((2, 784))):
+        with pytest.raises(ValueError, match="initialises the linear head only"):
+            CCEClustering(n_clusters=2, **{**DEEP, "init": init}).fit(images)

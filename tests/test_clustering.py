@@ -380,7 +380,7 @@ def test_vgg4_on_grey_images(tiny_images):
 @pytest.mark.parametrize("augment", [None, "default", lambda x: x.flip(-1)])
 def test_augmentation_on_off(tiny_images, augment):
     X, _ = tiny_images
-    est = CCEClustering(n_clusters=2, augment=augment, augment_weight=0.5, **VGG4_ADAM)
+    est = CCEClustering(n_clusters=2, **{**VGG4_ADAM, "augment": augment, "augment_weight": 0.5})
     a = est.fit(X).predict_proba(X)
     b = clone(est).fit(X).predict_proba(X)
     np.testing.assert_allclose(a, b, atol=1e-6)  # deterministic on CPU, with augmentation too

@@ -38,7 +38,7 @@ def _config(**changes):
     return TrainConfig(**settings)
 
 
-def _build(generator):
+def _build(generator, run=None, seed=None):
     return build_model("linear", (4,), K, generator=generator)
 
 

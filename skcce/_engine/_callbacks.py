@@ -59,11 +59,38 @@ class Best:
     run: int
 
     @classmethod
-    def keep(cls, best: Best | None, result: RunResult) -> Best | None:
-        """``result`` when it completed an epoch and scores higher than ``best``."""
-        if result.history and (best is None or result.score > best.score):
+    def keep(cls, best: Best | None, result: RunResult, prior=None) -> Best | None:
+        """``result`` when it completed an epoch and ranks above ``best``: fewer empty
+        clusters first (a collapsed restart never beats one that is not), then the
+        label-free score. ``prior``: clusters of zero prior are meant to stay empty."""
+        if not result.history:
+            return best
+        if best is None or _rank(result.proba, result.score, prior) > _rank(
+            best.proba, best.score, prior
+        ):
             return cls(result.score, result.module, result.history, result.proba, result.run)
         return best
+
+
+def empty_clusters(labels, n_clusters, prior=None) -> np.ndarray:
+    """The clusters (sorted) that no label names, except those of zero ``prior``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> empty_clusters(np.array([0, 0, 2]), 4).tolist()
+    [1, 3]
+    >>> empty_clusters(np.array([0, 0, 2]), 4, prior=np.array([0.5, 0.0, 0.5, 0.0])).tolist()
+    []
+    """
+    empty = np.setdiff1d(np.arange(n_clusters), labels)
+    if prior is not None:
+        empty = empty[np.asarray(prior)[empty] > 0]
+    return empty
+
+
+def _rank(proba, score, prior):
+    return (-empty_clusters(proba.argmax(axis=1), proba.shape[1], prior).size, score)
 
 
 class Callback:

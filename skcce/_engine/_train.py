@@ -149,7 +149,8 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
     cfg : TrainConfig
         Resolved settings; ``cfg.batch_size`` is the global batch size.
     build : callable
-        ``build(generator) -> torch.nn.Module``, the untrained network.
+        ``build(generator, run=run, seed=seed) -> torch.nn.Module``, the untrained network
+        of this restart.
     seed : int
         Seeds the network and the shuffling (the same on every rank).
     run : int
@@ -170,7 +171,7 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
         The training loss or the network's predictions are not finite.
     """
     generator = torch.Generator().manual_seed(int(seed))
-    module = build(generator)
+    module = build(generator, run=run, seed=seed)
     first, history, opt_state = resume.restore(run, module, generator) if resume else (0, [], None)
     module.to(cfg.device)
     model, unwrap = ctx.wrap(module, cfg.device)

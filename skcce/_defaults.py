@@ -1,0 +1,185 @@
+"""Model-aware defaults of CCEClustering: what ``"auto"`` means for each kind of network.
+
+The estimator's training settings default to ``"auto"`` and are resolved here, at fit time,
+from the model (issue 12). Two regimes:
+
+``"linear"`` (the linear head on 2-D features)
+    SGD, learning rate 0.5, weight decay 0.1, batch 250, no augmentation: the settings tuned
+    on raw digits and Fashion-MNIST pixels (docs/user_guide.md, "Defaults"), unchanged.
+    ``init="auto"`` is the KMeans initialisation of the head
+    (:mod:`skcce.models._kmeans_init`).
+``"deep"`` (``"vgg4"``, ``"resnet18"`` and any user module or factory)
+    Adam, learning rate 3e-4, weight decay 0.01, batch 100, the default image augmentation
+    (:func:`skcce.models.default_augmentation`; none for a user module on 2-D features, or
+    when torchvision is missing) and one restart: the protocol measured for VGG-4 on
+    Fashion-MNIST (docs/benchmarks.md, ``bench_deep``). ``init="auto"`` is the network's
+    own random initialisation.
+
+Nothing here reads data or draws randomness; :func:`resolve` is a pure function of the
+user's parameters, the model and the number of samples.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+#: The resolved values of every ``"auto"`` training setting, per regime.
+AUTO_SETTINGS: dict[str, dict[str, object]] = {
+    "linear": {
+        "optimizer": "sgd",
+        "learning_rate": 0.5,
+        "weight_decay": 0.1,
+        "batch_size": 250,
+        "augment": None,
+        "init": "kmeans",
+    },
+    "deep": {
+        "optimizer": "adam",
+        "learning_rate": 3e-4,
+        "weight_decay": 0.01,
+        "batch_size": 100,
+        "augment": "default",
+        "init": "random",
+    },
+}
+
+#: Parameters that accept ``"auto"`` and are resolved by :func:`resolve`.
+AUTO_PARAMS: tuple[str, ...] = (
+    "optimizer",
+    "learning_rate",
+    "weight_decay",
+    "batch_size",
+    "augment",
+    "init",
+    "n_init",
+)
+
+#: ``n_init="auto"`` on the linear head: 10 restarts below this many samples, else 1.
+SMALL_DATA = 10_000
+
+
+def regime(model) -> str:
+    """``"linear"`` for the built-in linear head, ``"deep"`` for every other model.
+
+    Parameters
+    ----------
+    model : str, torch.nn.Module or callable
+        The estimator's ``model`` parameter.
+
+    Returns
+    -------
+    regime : {"linear", "deep"}
+
+    Examples
+    --------
+    >>> regime("linear"), regime("vgg4"), regime(lambda shape, k: None)
+    ('linear', 'deep', 'deep')
+    """
+    return "linear" if isinstance(model, str) and model.lower() == "linear" else "deep"
+
+
+#: ``init="auto"`` on the linear head: restarts alternate between the random head (even
+#: restarts, so one restart is today's random head) and the KMeans head (odd restarts); the
+#: label-free score picks among them. False: every restart starts from KMeans.
+ALTERNATE = True
+
+
+def restart_init(init, run: int) -> str:
+    """The initialisation of restart ``run`` for a resolved ``init`` (see :data:`ALTERNATE`).
+
+    Parameters
+    ----------
+    init : str or ndarray
+        "random", "kmeans", "auto-kmeans" (``"auto"`` on the linear head) or centroids.
+    run : int
+        Restart index, from 0.
+
+    Returns
+    -------
+    init : {"random", "kmeans", "array"}
+
+    Examples
+    --------
+    >>> [restart_init("auto-kmeans", r) for r in range(3)]
+    ['random', 'kmeans', 'random']
+    >>> restart_init("kmeans", 0)
+    'kmeans'
+    """
+    if not isinstance(init, str):
+        return "array"
+    if init == "auto-kmeans":
+        return "random" if ALTERNATE and run % 2 == 0 else "kmeans"
+    return init
+
+
+def _has_torchvision() -> bool:
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def resolve(params: dict, model, n_samples: int, *, images: bool) -> dict:
+    """The training settings to use: each ``"auto"`` replaced by its regime's value.
+
+    An explicit value always wins: only the entries equal to ``"auto"`` change.
+
+    Parameters
+    ----------
+    params : dict
+        The user's values of (some of) :data:`AUTO_PARAMS` (``get_params()`` entries).
+    model : str, torch.nn.Module or callable
+        The estimator's ``model`` parameter (see :func:`regime`).
+    n_samples : int
+        Number of training samples (for ``n_init``).
+    images : bool
+        Whether the model sees images (an image layout); a user module on 2-D features gets
+        no augmentation.
+
+    Returns
+    -------
+    resolved : dict
+        The same keys, with concrete values. ``n_init="auto"`` is 10 for the linear head on
+        fewer than 10 000 samples (restarts are cheap there and a random head is sensitive
+        to its start), 1 otherwise, and 1 when ``init`` is an array of centroids (every
+        restart would start from the same head) or the model is deep (a restart costs a
+        whole network training).
+
+    Warns
+    -----
+    UserWarning
+        ``augment="auto"`` on images without torchvision installed: the fit runs without
+        augmentation (install ``skcce[vision]``).
+
+    Examples
+    --------
+    >>> resolve({"optimizer": "auto", "learning_rate": 0.1}, "vgg4", 100, images=True)
+    {'optimizer': 'adam', 'learning_rate': 0.1}
+    >>> resolve({"n_init": "auto", "init": "auto"}, "linear", 500, images=False)
+    {'n_init': 10, 'init': 'kmeans'}
+    """
+    kind = regime(model)
+    table = AUTO_SETTINGS[kind]
+    out = {}
+    for key, value in params.items():
+        if not (isinstance(value, str) and value == "auto"):
+            out[key] = value
+        elif key == "n_init":
+            explicit_centroids = not isinstance(params.get("init", "auto"), str)
+            small = n_samples < SMALL_DATA
+            out[key] = 10 if kind == "linear" and small and not explicit_centroids else 1
+        elif key == "augment":
+            augment = table["augment"] if images else None
+            if augment is not None and not _has_torchvision():
+                warnings.warn(
+                    "augment='auto' would use the default image augmentation, which needs "
+                    "torchvision (pip install skcce[vision]); fitting without augmentation",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                augment = None
+            out[key] = augment
+        else:
+            out[key] = table[key]
+    return out

@@ -1,0 +1,229 @@
+"""Model-aware "auto" settings, the KMeans head initialisation and collapse handling (issue 12)."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import adjusted_rand_score
+
+from skcce import CCEClustering
+from skcce._defaults import AUTO_SETTINGS, regime, resolve
+from skcce.models._kmeans_init import (
+    check_centroids,
+    head_from_centroids_,
+    initial_centroids,
+    n_distinct_rows,
+    soft_assignment_scale,
+)
+
+FAST = dict(max_epochs=2, n_init=1, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(n_samples=90, centers=3, n_features=4, cluster_std=0.5, random_state=0)
+    return X.astype(np.float32), y
+
+
+# ----- resolution of "auto" ---------------------------------------------------------------------
+def test_linear_auto_keeps_the_previous_settings(blobs):
+    est = CCEClustering(n_clusters=3, random_state=0, max_epochs=1).fit(blobs[0])
+    assert (est.optimizer_, est.learning_rate_, est.weight_decay_) == ("sgd", 0.5, 0.1)
+    assert (est.batch_size_, est.augment_, est.n_init_) == (250, None, 10)
+    assert est.init_ in ("random", "kmeans")  # restarts alternate; init_ is the kept one's
+    params = est.get_params()
+    for key in ("optimizer", "learning_rate", "weight_decay", "batch_size", "augment", "init"):
+        assert params[key] == "auto"  # get_params returns what the user passed
+    assert params["n_init"] == "auto"
+
+
+def test_explicit_value_wins(blobs):
+    est = CCEClustering(
+        n_clusters=3,
+        optimizer="adam",
+        learning_rate=0.01,
+        weight_decay=0.0,
+        batch_size=32,
+        init="random",
+        **FAST,
+    ).fit(blobs[0])
+    assert (est.optimizer_, est.learning_rate_, est.weight_decay_) == ("adam", 0.01, 0.0)
+    assert (est.batch_size_, est.init_, est.n_init_) == (32, "random", 1)
+    assert est.get_params()["augment"] == "auto" and est.augment_ is None
+
+
+@pytest.mark.parametrize("model", ["vgg4", "resnet18", torch.nn.Linear(4, 3)])
+def test_deep_models_resolve_to_the_deep_settings(model):
+    auto = {
+        key: "auto"
+        for key in (
+            "optimizer",
+            "learning_rate",
+            "weight_decay",
+            "batch_size",
+            "augment",
+            "init",
+            "n_init",
+        )
+    }
+    got = resolve(auto, model, 500, images=True)
+    deep = AUTO_SETTINGS["deep"]
+    assert regime(model) == "deep"
+    assert got == {**deep, "n_init": 1}
+    assert got["optimizer"] == "adam" and got["augment"] == "default"
+    flat = resolve({"augment": "auto"}, model, 500, images=False)
+    assert flat == {"augment": None}  # a user module on 2-D features: no image augmentation
+
+
+def test_auto_init_alternates_restarts():
+    from skcce._defaults import restart_init
+
+    assert [restart_init("auto-kmeans", r) for r in range(4)] == [
+        "random",
+        "kmeans",
+        "random",
+        "kmeans",
+    ]
+    assert {restart_init("kmeans", r) for r in range(3)} == {"kmeans"}
+    assert restart_init(np.zeros((2, 2)), 0) == "array"
+
+
+def test_n_init_auto():
+    assert resolve({"n_init": "auto"}, "linear", 9_999, images=False) == {"n_init": 10}
+    assert resolve({"n_init": "auto"}, "linear", 10_000, images=False) == {"n_init": 1}
+    centroids = {"n_init": "auto", "init": np.zeros((2, 2))}
+    assert resolve(centroids, "linear", 100, images=False)["n_init"] == 1
+    assert resolve({"n_init": 3}, "vgg4", 100, images=True) == {"n_init": 3}
+
+
+def test_deep_fit_records_resolved_settings():
+    def factory(shape, k):
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(int(np.prod(shape)), k))
+
+    rng = np.random.RandomState(0)
+    X = rng.randint(0, 255, size=(12, 8, 8)).astype(np.uint8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = CCEClustering(n_clusters=2, model=factory, max_epochs=1, random_state=0).fit(X)
+    assert (est.optimizer_, est.learning_rate_, est.weight_decay_) == ("adam", 3e-4, 0.01)
+    assert (est.batch_size_, est.augment_, est.init_, est.n_init_) == (100, "default", "random", 1)
+
+
+# ----- the KMeans initialisation ------------------------------------------------------------
+def test_head_from_centroids_is_soft_kmeans():
+    rng = np.random.RandomState(0)
+    C, Z, s = rng.randn(3, 5), rng.randn(7, 5), 0.7
+    layer = head_from_centroids_(torch.nn.Linear(5, 3).double(), C, s)
+    logits = layer(torch.as_tensor(Z)).detach().numpy()
+    d2 = ((Z[:, None, :] - C[None]) ** 2).sum(-1)
+    expected = np.exp(-0.5 * s * d2)
+    expected /= expected.sum(1, keepdims=True)
+    got = np.exp(logits - logits.max(1, keepdims=True))
+    np.testing.assert_allclose(got / got.sum(1, keepdims=True), expected, rtol=1e-10)
+
+
+def test_scale_reaches_the_target_confidence():
+    rng = np.random.RandomState(1)
+    Z, C = rng.randn(200, 6), rng.randn(4, 6)
+    for target in (0.5, 0.9):
+        s = soft_assignment_scale(Z, C, target=target)
+        d2 = ((Z[:, None, :] - C[None]) ** 2).sum(-1)
+        p = np.exp(-0.5 * s * (d2 - d2.min(1, keepdims=True)))
+        assert abs((p.max(1) / p.sum(1)).mean() - target) < 1e-6
+
+
+def test_initial_centroids_seeded_and_subsampled():
+    X, _ = make_blobs(n_samples=300, centers=6, n_features=3, random_state=0)
+    fetched = []
+
+    def fetch(idx):
+        fetched.append(len(idx))
+        return X[idx]
+
+    a = initial_centroids(fetch, len(X), 6, "kmeans", seed=1)
+    b = initial_centroids(fetch, len(X), 6, "kmeans", seed=1)
+    c = initial_centroids(fetch, len(X), 2, "kmeans", seed=2)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert a[0].shape == (6, 3) and c[0].shape == (2, 3) and a[1] > 0
+    import skcce.models._kmeans_init as ki
+
+    old = ki.MAX_SAMPLES
+    ki.MAX_SAMPLES = 100
+    try:
+        initial_centroids(fetch, len(X), 2, "kmeans", seed=3)
+    finally:
+        ki.MAX_SAMPLES = old
+    assert fetched[-1] == 200  # a subsample (at least 100 rows a cluster), not all 300
+
+
+def test_kmeans_init_restarts_differ(blobs):
+    X = np.random.RandomState(0).randn(200, 5)
+    heads = [initial_centroids(lambda idx: X[idx], len(X), 4, "kmeans", seed=s)[0] for s in (0, 1)]
+    assert not np.allclose(np.sort(heads[0], 0), np.sort(heads[1], 0))
+
+
+def test_kmeans_init_finds_blobs(blobs):
+    X, y = blobs
+    est = CCEClustering(n_clusters=3, init="kmeans", **FAST).fit(X)
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+
+
+def test_centroid_array_init(blobs):
+    X, y = blobs
+    centroids = np.stack([X[y == k].mean(0) for k in range(3)])
+    est = CCEClustering(n_clusters=3, init=centroids, max_epochs=1, random_state=0).fit(X)
+    assert est.n_init_ == 1 and est.init_ is centroids
+    assert (est.labels_ == y).all()  # cluster k starts (and stays) at class k's centre
+
+
+def test_auto_init_falls_back_to_random_on_few_distinct_rows():
+    X = np.repeat(np.eye(2), 10, axis=0)  # 2 distinct rows, 3 clusters
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = CCEClustering(n_clusters=3, **FAST).fit(X)
+    assert est.init_ == "random"
+
+
+def test_n_distinct_rows():
+    assert n_distinct_rows(np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 2.0]])) == 2
+
+
+def test_check_centroids_copies():
+    c = np.zeros((2, 3))
+    out = check_centroids(c, 2, 3)
+    out[0, 0] = 1
+    assert c[0, 0] == 0
+
+
+# ----- collapse ------------------------------------------------------------------------------
+def test_restart_with_empty_cluster_never_kept_over_one_without():
+    from skcce._engine._callbacks import Best, RunResult
+
+    collapsed = np.array([[0.99, 0.01, 0.0], [0.0, 0.01, 0.99]] * 5)  # cluster 1 empty
+    full = np.array([[0.4, 0.3, 0.3], [0.3, 0.4, 0.3], [0.3, 0.3, 0.4]] * 4)
+
+    def result(run, proba, score):
+        return RunResult(run, None, [{"epoch": 0}], proba, score, interrupted=False)
+
+    best = Best.keep(None, result(0, collapsed, 2.0))
+    best = Best.keep(best, result(1, full, 0.1))  # lower score, but no empty cluster
+    assert best.run == 1
+    assert Best.keep(best, result(2, collapsed, 5.0)).run == 1
+    assert Best.keep(best, result(3, full, 0.2)).run == 3  # then the score decides
+    assert Best.keep(best, result(4, full, 0.05)).run == 1
+    # a cluster of zero prior is meant to be empty: the score decides again
+    prior = np.array([0.5, 0.0, 0.5])
+    assert Best.keep(best, result(5, collapsed, 2.0), prior).run == 5
+
+
+def test_every_restart_collapsed_warning_names_settings():
+    X = np.repeat(np.eye(2), 10, axis=0).astype(np.float32)
+    with pytest.warns(ConvergenceWarning) as record:
+        CCEClustering(n_clusters=3, max_epochs=1, n_init=2, random_state=0).fit(X)
+    message = " ".join(str(w.message) for w in record if w.category is ConvergenceWarning)
+    assert "every one of the 2 restarts ended with an empty cluster" in message
+    for name in ("fairness_weight", "lam", "learning_rate", "init"):
+        assert name in message
