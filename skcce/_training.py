@@ -420,6 +420,11 @@ def train(
                 xb = inputs.normalize(raw)
                 with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp):
                     logits = model(xb).float()
+                if not bool(torch.isfinite(logits).all()):  # issue 12: diverged, say so
+                    raise FloatingPointError(
+                        f"the network's outputs became non-finite in epoch {epoch}; lower "
+                        "learning_rate or check the scale of X"
+                    )
                 sigma = torch.softmax(logits, dim=1)
                 probs = sigma.detach().to(torch.float64)
                 probs = probs / probs.sum(dim=1, keepdim=True)  # exact rows in float64

@@ -215,3 +215,18 @@ def test_every_restart_collapsed_warning_names_settings():
     assert "every one of the 2 restarts ended with an empty cluster" in message
     for name in ("fairness_weight", "lam", "learning_rate", "init"):
         assert name in message
+
+
+def test_divergence_is_a_floating_point_error():
+    class Diverged(torch.nn.Module):  # a network whose outputs have overflowed
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x) * float("inf")
+
+    X = np.random.RandomState(0).randn(60, 3)
+    est = CCEClustering(n_clusters=2, model=Diverged(), **FAST)
+    with pytest.raises(FloatingPointError, match="non-finite in epoch 0; lower learning_rate"):
+        est.fit(X)
