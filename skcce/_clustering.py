@@ -647,6 +647,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         )
         init = self._check_init(settings["init"], X)
         inits = {}  # issue 12: the init of each restart
+        diverged = []  # issue 12: restarts skipped because their outputs became non-finite
         cfg = self._config(device, input_shape, settings)
         rng = check_random_state(self.random_state)
         n_init = settings["n_init"]
@@ -704,6 +705,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                     raise
                 history = getattr(exc, "history", [])
                 interrupted = (run, len(history))
+            except FloatingPointError:
+                # issue 12: with several restarts (one process, no checkpoint) a restart
+                # that diverged is skipped; the others decide
+                if n_init == 1 or ctx.active or save or run + 1 == n_init and best is None:
+                    raise
+                diverged.append(run)
+                continue
             if history:
                 proba = self._proba(module, X, inputs, device, ctx)
                 score = mutual_information(proba)
@@ -748,6 +756,14 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.batch_size_ = int(settings["batch_size"])
         self.augment_ = settings["augment"]
         self.n_init_ = int(n_init)
+        if diverged:
+            warnings.warn(
+                f"{len(diverged)} of {n_init} restarts diverged (the network's outputs became "
+                f"non-finite; restarts {diverged[:10]}) and were skipped; a smaller "
+                "learning_rate avoids this",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         empty = self._empty_clusters(labels)
         if empty.size:
             warnings.warn(self._collapse_message(empty), ConvergenceWarning, stacklevel=2)

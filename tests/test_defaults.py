@@ -230,3 +230,22 @@ def test_divergence_is_a_floating_point_error():
     est = CCEClustering(n_clusters=2, model=Diverged(), **FAST)
     with pytest.raises(FloatingPointError, match="non-finite in epoch 0; lower learning_rate"):
         est.fit(X)
+
+
+def test_a_diverged_restart_is_skipped(blobs, monkeypatch):
+    import skcce._clustering as clustering
+
+    calls = []
+    original = clustering.train
+
+    def first_diverges(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise FloatingPointError("the network's outputs became non-finite in epoch 0")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(clustering, "train", first_diverges)
+    X, y = blobs
+    with pytest.warns(ConvergenceWarning, match="1 of 3 restarts diverged"):
+        est = CCEClustering(n_clusters=3, max_epochs=2, n_init=3, random_state=0).fit(X)
+    assert len(calls) == 3 and est.labels_.shape == (90,)
