@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
@@ -56,6 +56,7 @@ class _FitPlan:
     seeds: np.ndarray
     build: object
     settings: dict  # every "auto" training setting resolved (skcce._defaults)
+    diverged: list = field(default_factory=list)  # restarts skipped: non-finite outputs
 
 
 class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
@@ -626,10 +627,16 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             inputs, device = plan.prepared.inputs, plan.cfg.device
             best = resume.best(plan.build, X, inputs, device, plan.ctx, self.n_clusters)
         for run in range(0 if resume is None else resume.first_run, plan.n_init):
-            result = run_single(
-                X, plan.prepared, plan.cfg, plan.build, plan.seeds[run], run,
-                ctx=plan.ctx, callbacks=callbacks, resume=resume,
-            )  # fmt: skip
+            try:
+                result = run_single(
+                    X, plan.prepared, plan.cfg, plan.build, plan.seeds[run], run,
+                    ctx=plan.ctx, callbacks=callbacks, resume=resume,
+                )  # fmt: skip
+            except FloatingPointError:
+                if not self._may_skip(plan, run, best):
+                    raise
+                plan.diverged.append(run)  # the other restarts decide
+                continue
             best = Best.keep(best, result, plan.cfg.prior)
             for callback in callbacks:
                 callback.on_run_end(result, best)
@@ -643,6 +650,17 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             self._warn_interrupted(result, best, plan.n_init)
         self._set_fitted(plan, best)
         return self
+
+    def _may_skip(self, plan, run, best):
+        """Whether a restart that diverged may be skipped: several restarts in one process
+        without a checkpoint, and some restart left to keep."""
+        last = run + 1 == plan.n_init
+        return (
+            plan.n_init > 1
+            and not plan.ctx.active
+            and self.checkpoint is None
+            and not (last and best is None)
+        )
 
     def _warn_interrupted(self, result, best, n_init):
         warnings.warn(
@@ -674,6 +692,14 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.batch_size_ = int(settings["batch_size"])
         self.augment_ = settings["augment"]
         self.n_init_ = int(plan.n_init)
+        if plan.diverged:
+            warnings.warn(
+                f"{len(plan.diverged)} of {plan.n_init} restarts diverged (the network's "
+                f"outputs became non-finite; restarts {plan.diverged[:10]}) and were skipped; "
+                "a smaller learning_rate avoids this",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
         empty = empty_clusters(labels, self.n_clusters, plan.cfg.prior)
         if empty.size:
             warnings.warn(self._collapse_message(empty), ConvergenceWarning, stacklevel=4)

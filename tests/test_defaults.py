@@ -227,3 +227,37 @@ def test_every_restart_collapsed_warning_names_settings():
     assert "every one of the 2 restarts ended with an empty cluster" in message
     for name in ("fairness_weight", "lam", "learning_rate", "init"):
         assert name in message
+
+
+def test_divergence_is_a_floating_point_error():
+    class Diverged(torch.nn.Module):  # a network whose outputs have overflowed
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x) * float("inf")
+
+    X = np.random.RandomState(0).randn(60, 3)
+    est = CCEClustering(n_clusters=2, model=Diverged(), **FAST)
+    with pytest.raises(FloatingPointError, match="non-finite.*lower learning_rate"):
+        est.fit(X)
+
+
+def test_a_diverged_restart_is_skipped(blobs, monkeypatch):
+    import skcce._clustering as clustering
+
+    calls = []
+    original = clustering.run_single
+
+    def first_diverges(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise FloatingPointError("the network's outputs became non-finite in epoch 0")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(clustering, "run_single", first_diverges)
+    X, y = blobs
+    with pytest.warns(ConvergenceWarning, match="1 of 3 restarts diverged"):
+        est = CCEClustering(n_clusters=3, max_epochs=2, n_init=3, random_state=0).fit(X)
+    assert len(calls) == 3 and est.labels_.shape == (90,)
