@@ -1,0 +1,959 @@
+r"""Compiled CPU kernels (numba) for the exact collision-loss pseudo-label solver.
+
+Self-contained: NumPy float64 arrays in and out, nothing imported from skcce, so that the
+kernels can be tested against the torch reference (:mod:`skcce._duality`, :mod:`skcce._newton`,
+:mod:`skcce._em`) on their own. Every kernel is ``@njit(cache=True)``: compiled once per
+machine and loaded from numba's on-disk cache by later processes.
+
+The problem (supplement of Zhang & Boykov, summed-rows convention of :mod:`skcce.losses`) is
+
+.. math::  \min_{Y} F(Y) = -\sum_i \ln \sigma_i^\top y_i + \Phi(s), \qquad s = \sum_i y_i,
+           \quad y_i \in \Delta_K ,
+
+with :math:`\Phi(s) = \lambda KL(u \| s/N)` (``fairness="reverse"``, loss (b)) or
+:math:`\lambda KL(s/N \| u)` (``"forward"``, loss (a)).
+
+What is here
+------------
+* Exact row best responses :math:`\psi_i(w) = \min_{y \in \Delta} -\ln \sigma_i^\top y - w^\top y`
+  (:func:`best_responses`), the dual :math:`q(w)` and the certified gap ``F(Y) - q(w(Y))``
+  (:func:`certificate`) with the multiplier ``w(Y)`` of ``Problem.initial_w`` in
+  :mod:`skcce._duality`: the same bound the torch path certifies with.
+* :func:`ipm_solve`: the exact solver. Column generation on the *primal*: each row keeps a
+  small support (the classes its best responses used, plus its best vertices); the restricted
+  problem is solved by a primal-dual interior-point method whose Newton system, after
+  eliminating every row (a block of the support's size), is one K x K positive definite system
+  (the Schur complement on the column sums ``s``). After each step the full certificate is
+  evaluated with exact best responses over *all* classes; when the restricted problem is
+  solved but the certificate is not, the classes of the rows' best responses are added
+  (pricing) and the interior-point iteration continues. At a restricted optimum whose
+  supports contain every row's best response the gap is zero, so the loop ends certified.
+  Ties between a row's classes, exact zeros in ``sigma``, K = 2 and large ``lam`` (an LP-like
+  dual) need no special case: the optimum mixes classes inside a row where it must.
+* :func:`em_solve`: the paper's EM (Algorithm 1's inner loop: E-step and the exact M-step of
+  Theorem 1 / section 3 by safeguarded Newton on the scalar ``x``), with the torch path's
+  certification schedule, for EM-vs-Newton comparisons between equally compiled code.
+* :func:`solve_collision_numba`: the thin entry used by :func:`skcce.solvers.solve_pseudo_labels`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+_INF = np.inf
+_TAU = 0.995  # fraction to the boundary of an interior-point step
+_SIGMA = 0.1  # centring parameter of the interior-point step
+_MU0 = 0.1  # first complementarity of the interior point
+_EPS_NEW = 0.05  # mass given to a class when pricing adds it to a row's support
+_SMALL = 40_000  # N * K up to which the certificate is evaluated at every iteration
+_PRICE_EVERY = 4  # ... and above it, at least every this many iterations
+_TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
+_EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce._em)
+_CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as skcce.solvers)
+
+
+# ----- row best responses ------------------------------------------------------------------------
+@njit(cache=True)
+def _br_candidate(s, ls, wm, allowed):
+    """Candidate maximiser of ln(s'y) + wm'y on the simplex for one row (``ls = ln s``).
+
+    The maximiser lies on the upper concave envelope of the points ``(s_k, wm_k)``, along
+    which ``h(x) = ln x + env(x)`` is concave: it is the best envelope vertex or a point of a
+    segment that ends there. The candidate takes the best point ``b`` (largest
+    ``ln s_b + wm_b``, usually that vertex) and the segment from ``b`` to the point of smallest
+    slope on its left (largest on its right), with the stationary point ``x = -1/slope`` of
+    ``h``: two passes over the classes. :func:`_br_row` checks it and falls back to the walk.
+    """
+    K = s.shape[0]
+    b = -1
+    vb = -_INF
+    for k in range(K):
+        if allowed[k]:
+            v = ls[k] + wm[k]
+            if b < 0 or v > vb:
+                b = k
+                vb = v
+    sb = s[b]
+    wb = wm[b]
+    if not sb > 0.0:
+        return b, b, 1.0, _INF
+    jl = -1
+    rl = _INF  # smallest slope to a point on the left
+    jr = -1
+    rr = -_INF  # largest slope to a point on the right
+    for k in range(K):
+        if not allowed[k]:
+            continue
+        sk = s[k]
+        if sk < sb:
+            r = (wb - wm[k]) / (sb - sk)
+            if r < rl:
+                rl = r
+                jl = k
+        elif sk > sb:
+            r = (wm[k] - wb) / (sk - sb)
+            if r > rr:
+                rr = r
+                jr = k
+    inv = 1.0 / sb
+    if jr >= 0 and inv + rr > 0.0:  # h increases to the right of b
+        xs = -1.0 / rr
+        sj = s[jr]
+        yj = (xs - sb) / (sj - sb)
+        yj = min(max(yj, 0.0), 1.0)
+        yb = 1.0 - yj
+        x = yb * sb + yj * sj
+        return b, jr, yb, -math.log(x) - (yb * wb + yj * wm[jr])
+    if jl >= 0 and inv + rl < 0.0:  # h decreases to the left of b: the maximum is left
+        xs = -1.0 / rl
+        sj = s[jl]
+        yb = (xs - sj) / (sb - sj)
+        yb = min(max(yb, 0.0), 1.0)
+        yj = 1.0 - yb
+        x = yb * sb + yj * sj
+        return b, jl, yb, -math.log(x) - (yb * wb + yj * wm[jl])
+    return b, b, 1.0, -ls[b] - wb
+
+
+@njit(cache=True)
+def _br_walk(s, ls, wm, allowed):
+    """Exact maximiser by a walk along the upper envelope from its right end (largest ``s``)."""
+    K = s.shape[0]
+    v = -1
+    for k in range(K):
+        if not allowed[k]:
+            continue
+        if v < 0 or s[k] > s[v] or (s[k] == s[v] and wm[k] > wm[v]):
+            v = k
+    while True:
+        sv = s[v]
+        wv = wm[v]
+        if not sv > 0.0:
+            return v, v, 1.0, _INF
+        j = -1
+        rho = _INF
+        for k in range(K):
+            if not allowed[k]:
+                continue
+            sk = s[k]
+            if sk < sv:
+                r = (wv - wm[k]) / (sv - sk)
+                if r < rho or (r == rho and j >= 0 and sk < s[j]):
+                    rho = r
+                    j = k
+        if j < 0 or 1.0 / sv + rho >= 0.0:
+            return v, v, 1.0, -ls[v] - wv
+        xs = -1.0 / rho
+        sj = s[j]
+        if xs > sj:
+            yv = min((xs - sj) / (sv - sj), 1.0)
+            yj = 1.0 - yv
+            x = yv * sv + yj * sj
+            return v, j, yv, -math.log(x) - (yv * wv + yj * wm[j])
+        v = j
+
+
+@njit(cache=True)
+def _br_row(s, ls, wm, allowed):
+    """Exact maximiser of ln(s'y) + wm'y on the simplex for one row (``ls = ln s``).
+
+    The candidate of :func:`_br_candidate` is accepted when it passes the optimality
+    conditions ``s_k / x + wm_k <= s_a / x + wm_a`` (every class ``k``, every class ``a`` of the
+    support, ``x = s'y``, within 64 ulp); otherwise the envelope walk :func:`_br_walk` decides.
+    Returns ``(a, b, ya, psi)``: the labels put ``ya`` on class ``a`` and ``1 - ya`` on class
+    ``b`` (``a == b`` for a vertex), and ``psi = -ln(s'y) - wm'y`` (``+inf`` if no allowed class
+    has ``s > 0``).
+    """
+    a, b, ya, psi = _br_candidate(s, ls, wm, allowed)
+    if psi == _INF:
+        return a, b, ya, psi
+    x = ya * s[a] + (1.0 - ya) * s[b]
+    inv = 1.0 / x
+    lo = s[a] * inv + wm[a]
+    if ya < 1.0:
+        lo = min(lo, s[b] * inv + wm[b])
+    tol = 64 * 2.220446049250313e-16 * (1.0 + abs(lo))
+    for k in range(s.shape[0]):
+        if allowed[k] and s[k] * inv + wm[k] > lo + tol:
+            return _br_walk(s, ls, wm, allowed)
+    return a, b, ya, psi
+
+
+@njit(cache=True)
+def log_probs(sigma):
+    """ln sigma elementwise (``-inf`` at exact zeros)."""
+    N, K = sigma.shape
+    out = np.empty((N, K))
+    for i in range(N):
+        for k in range(K):
+            out[i, k] = math.log(sigma[i, k]) if sigma[i, k] > 0 else -_INF
+    return out
+
+
+@njit(cache=True)
+def best_responses(sigma, wm, allowed):
+    """Exact best responses of every row.
+
+    Parameters
+    ----------
+    sigma : ndarray of shape (N, K)
+        Predictions, rows on the simplex.
+    wm : ndarray of shape (K,)
+        Dual variables; entries of classes that may not be chosen are ignored.
+    allowed : ndarray of bool, shape (K,)
+        Classes a row may choose (forward fairness: the classes of positive prior).
+
+    Returns
+    -------
+    Y : ndarray of shape (N, K)
+        A minimiser of :math:`-\\ln \\sigma_i^\\top y - w^\\top y` per row (a vertex or an edge).
+    psi : ndarray of shape (N,)
+        The row minima.
+    """
+    N, K = sigma.shape
+    Y = np.zeros((N, K))
+    psi = np.empty(N)
+    ls = log_probs(sigma)
+    for i in range(N):
+        a, b, ya, p = _br_row(sigma[i], ls[i], wm, allowed)
+        Y[i, a] += ya
+        Y[i, b] += 1.0 - ya
+        psi[i] = p
+    return Y, psi
+
+
+# ----- objective, dual and certificate -----------------------------------------------------------
+@njit(cache=True)
+def _xlogy(x, y):
+    if x == 0.0:
+        return 0.0
+    return x * math.log(y)
+
+
+@njit(cache=True)
+def _phi(s, u, lam, n, forward):
+    """Phi(s) = lam * KL with ybar = s / N (as skcce.losses: xlogy conventions)."""
+    total = 0.0
+    for k in range(s.shape[0]):
+        yb = s[k] / n
+        if forward:
+            total += _xlogy(yb, yb) - _xlogy(yb, u[k])
+        else:
+            total += _xlogy(u[k], u[k]) - _xlogy(u[k], yb)
+    return lam * total
+
+
+@njit(cache=True)
+def objective(sigma, Y, u, lam, forward):
+    """F(Y) (may be ``+inf``)."""
+    N, K = sigma.shape
+    rows = 0.0
+    s = np.zeros(K)
+    for i in range(N):
+        x = 0.0
+        for k in range(K):
+            x += Y[i, k] * sigma[i, k]
+            s[k] += Y[i, k]
+        rows -= math.log(x) if x > 0 else -_INF
+    return rows + _phi(s, u, lam, N, forward)
+
+
+@njit(cache=True)
+def initial_w(s, u, lam, n, forward):
+    """The multiplier of ``Problem.initial_w``: ``-grad Phi`` at the column sums (clamped)."""
+    K = s.shape[0]
+    floor = max(1e-3, 1e-6 * n)
+    tiny = np.finfo(np.float64).tiny
+    w = np.zeros(K)
+    for k in range(K):
+        if u[k] <= 0:
+            continue
+        sk = max(s[k], floor)
+        if forward:
+            w[k] = -(lam / n) * (math.log(sk / (n * max(u[k], tiny))) + 1.0)
+        else:
+            w[k] = lam * u[k] / sk
+    return w
+
+
+@njit(cache=True)
+def dual_value(psi_sum, w, u, lam, n, forward):
+    """q(w) = sum_i psi_i + Phi(s*(w)) + w's*(w)."""
+    K = w.shape[0]
+    sd = np.zeros(K)
+    for k in range(K):
+        if u[k] <= 0:
+            continue
+        if forward:
+            sd[k] = n * u[k] * math.exp(-n * w[k] / lam - 1.0)
+        else:
+            sd[k] = lam * u[k] / w[k]
+    ws = 0.0
+    for k in range(K):
+        ws += w[k] * sd[k]
+    return psi_sum + _phi(sd, u, lam, n, forward) + ws
+
+
+@njit(cache=True)
+def certificate(sigma, ls, Y, u, lam, forward):
+    """``(F(Y), q(w), w)`` with ``w = initial_w(column sums of Y)``; the gap is ``F - q``.
+
+    ``ls`` is ``log_probs(sigma)``.
+    """
+    N, K = sigma.shape
+    allowed = np.ones(K, dtype=np.bool_)
+    if forward:
+        for k in range(K):
+            allowed[k] = u[k] > 0
+    s = np.zeros(K)
+    for i in range(N):
+        for k in range(K):
+            s[k] += Y[i, k]
+    w = initial_w(s, u, lam, N, forward)
+    psi_sum = 0.0
+    for i in range(N):
+        psi_sum += _br_row(sigma[i], ls[i], w, allowed)[3]
+    F = objective(sigma, Y, u, lam, forward)
+    return F, dual_value(psi_sum, w, u, lam, N, forward), w
+
+
+# ----- the interior-point column-generation solver -------------------------------------------------
+@njit(cache=True)
+def _chol_inverse(A, m):
+    """Inverse of the leading m x m block of a symmetric positive definite A (Cholesky)."""
+    L = np.zeros((m, m))
+    for j in range(m):
+        d = A[j, j]
+        for p in range(j):
+            d -= L[j, p] * L[j, p]
+        if not d > 0:
+            return L, False
+        L[j, j] = math.sqrt(d)
+        for i in range(j + 1, m):
+            t = A[i, j]
+            for p in range(j):
+                t -= L[i, p] * L[j, p]
+            L[i, j] = t / L[j, j]
+    # inverse of L, then G = L^-T L^-1
+    Li = np.zeros((m, m))
+    for j in range(m):
+        Li[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, m):
+            t = 0.0
+            for p in range(j, i):
+                t -= L[i, p] * Li[p, j]
+            Li[i, j] = t / L[i, i]
+    G = np.zeros((m, m))
+    for i in range(m):
+        for j in range(i + 1):
+            t = 0.0
+            for p in range(i, m):
+                t += Li[p, i] * Li[p, j]
+            G[i, j] = t
+            G[j, i] = t
+    return G, True
+
+
+@njit(cache=True)
+def _chol_solve(A, b):
+    """Solve A x = b for a symmetric positive definite A (dense Cholesky)."""
+    n = A.shape[0]
+    L = np.zeros((n, n))
+    for j in range(n):
+        d = A[j, j]
+        for p in range(j):
+            d -= L[j, p] * L[j, p]
+        if not d > 0:
+            return b, False
+        L[j, j] = math.sqrt(d)
+        inv = 1.0 / L[j, j]
+        for i in range(j + 1, n):
+            t = A[i, j]
+            for p in range(j):
+                t -= L[i, p] * L[j, p]
+            L[i, j] = t * inv
+    x = b.copy()
+    for i in range(n):
+        t = x[i]
+        for p in range(i):
+            t -= L[i, p] * x[p]
+        x[i] = t / L[i, i]
+    for i in range(n - 1, -1, -1):
+        t = x[i]
+        for p in range(i + 1, n):
+            t -= L[p, i] * x[p]
+        x[i] = t / L[i, i]
+    return x, True
+
+
+@njit(cache=True)
+def _add_class(i, k, Y, Z, sup, cnt, inS, mu):
+    """Pricing: put class k in row i's support with a little mass taken from its largest entry."""
+    r = sup[i, 0]
+    for q in range(cnt[i]):
+        if Y[i, sup[i, q]] > Y[i, r]:
+            r = sup[i, q]
+    eps = min(_EPS_NEW, 0.5 * Y[i, r])
+    Y[i, r] -= eps
+    Y[i, k] = eps
+    sup[i, cnt[i]] = k
+    cnt[i] += 1
+    inS[i, k] = True
+    m = max(mu, 1e-12)
+    Z[i, k] = m / eps
+    if cnt[i] == 2:  # the row was fixed at a vertex: its old class becomes a variable too
+        Z[i, r] = m / Y[i, r]
+
+
+@njit(cache=True)
+def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
+    """Certified optimum of F by an interior-point method with column generation.
+
+    Parameters
+    ----------
+    sigma : ndarray of shape (N, K)
+        Predictions, rows on the simplex (validated by the caller).
+    u : ndarray of shape (K,)
+        Prior (a distribution).
+    lam : float
+        Fairness weight (> 0).
+    forward : bool
+        ``KL(ybar||u)`` (True) or ``KL(u||ybar)`` (False).
+    Y0 : ndarray of shape (N, K)
+        Warm start (rows on the simplex); its column sums give the first multiplier.
+    tol : float
+        Relative certified gap: stop when ``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``.
+    max_iter : int
+        Interior-point iterations at most.
+
+    Returns
+    -------
+    Y : ndarray of shape (N, K)
+    value : float
+        F(Y).
+    gap : float
+        Certified ``F(Y) - q(w)``.
+    n_iter : int
+    certified : bool
+    """
+    N, K = sigma.shape
+    allowed = np.ones(K, dtype=np.bool_)
+    if forward:
+        for k in range(K):
+            allowed[k] = u[k] > 0
+    act = u > 0
+    ls = log_probs(sigma)
+    small = N * K <= _SMALL
+    # --- initial supports: best response at the warm start's multiplier + best vertices ---------
+    s = np.zeros(K)
+    for i in range(N):
+        for k in range(K):
+            s[k] += Y0[i, k]
+    w = initial_w(s, u, lam, N, forward)
+    inS = np.zeros((N, K), dtype=np.bool_)
+    sup = np.zeros((N, K), dtype=np.int64)
+    cnt = np.zeros(N, dtype=np.int64)
+    Y = np.zeros((N, K))
+    Z = np.zeros((N, K))
+    score = np.empty(K)
+    top = min(_TOP, K)
+    for i in range(N):
+        a, b, ya, _ = _br_row(sigma[i], ls[i], w, allowed)
+        for k in range(K):
+            score[k] = ls[i, k] + w[k] if allowed[k] else -_INF
+        inS[i, a] = True
+        if ya < 1.0:
+            inS[i, b] = True
+        for _ in range(top):
+            best = -1
+            for k in range(K):
+                if score[k] > -_INF and (best < 0 or score[k] > score[best]):
+                    best = k
+            if best < 0:
+                break
+            inS[i, best] = True
+            score[best] = -_INF
+    # every active class must receive mass (else KL(u||ybar) is infinite / its gradient is)
+    for k in range(K):
+        if not act[k]:
+            continue
+        covered = False
+        for i in range(N):
+            if inS[i, k]:
+                covered = True
+                break
+        if not covered:
+            best = 0
+            for i in range(1, N):
+                if sigma[i, k] > sigma[best, k]:
+                    best = i
+            inS[best, k] = True
+    # interior start: the warm start restricted to the support, mixed with the uniform label
+    for i in range(N):
+        c = 0
+        tot = 0.0
+        for k in range(K):
+            if inS[i, k]:
+                sup[i, c] = k
+                c += 1
+                tot += Y0[i, k]
+        cnt[i] = c
+        for q in range(c):
+            k = sup[i, q]
+            base = Y0[i, k] / tot if tot > 0 else 1.0 / c
+            Y[i, k] = 0.5 * base + 0.5 / c
+            if c > 1:
+                Z[i, k] = _MU0 / Y[i, k]
+
+    gs = np.empty(K)  # sigma_j - sigma_r on the reduced support
+    idx = np.empty(K, dtype=np.int64)
+    B = np.zeros((K, K))
+    rhs = np.empty(K)
+    M = np.zeros((K, K))
+    c_vec = np.zeros(K)
+    phi = np.zeros(K)
+    Dg = np.zeros(K)
+    x = np.empty(N)
+    basic = np.zeros(N, dtype=np.int64)
+    dY = np.zeros((N, K))
+    # per-row inverses of the reduced blocks, stored flat
+    goff = np.zeros(N + 1, dtype=np.int64)
+    gbuf = np.zeros(1)
+    Yc = np.empty((N, K))
+
+    best_gap = _INF
+    best_Y = Y0.copy()
+    best_val = _INF
+    n_iter = 0
+    while True:
+        # --- state: x, s, mu ------------------------------------------------------------------
+        for k in range(K):
+            s[k] = 0.0
+        nvar = 0
+        yz = 0.0
+        for i in range(N):
+            xi = 0.0
+            for q in range(cnt[i]):
+                k = sup[i, q]
+                xi += sigma[i, k] * Y[i, k]
+                s[k] += Y[i, k]
+                if cnt[i] > 1:
+                    yz += Y[i, k] * Z[i, k]
+            if cnt[i] > 1:
+                nvar += cnt[i]
+            x[i] = xi
+        mu = yz / nvar if nvar > 0 else 0.0
+        # the full certificate costs a pass over all N x K entries: on large problems it is
+        # evaluated when the restricted problem is nearly solved (and every few iterations,
+        # for pricing)
+        do_cert = True
+        if not small and nvar > 0 and n_iter < max_iter and n_iter % _PRICE_EVERY != 0:
+            Fr = _phi(s, u, lam, N, forward)
+            for i in range(N):
+                Fr -= math.log(x[i])
+            do_cert = not yz > tol * max(abs(Fr), 1.0)
+        if do_cert:
+            # --- certificate on the labels as they are returned (rows renormalised) ---------
+            for i in range(N):
+                tot = 0.0
+                for k in range(K):
+                    tot += Y[i, k]
+                for k in range(K):
+                    Yc[i, k] = Y[i, k] / tot
+            F, q, wc = certificate(sigma, ls, Yc, u, lam, forward)
+            gap = F - q
+            if gap != gap:
+                gap = _INF
+            if math.isfinite(F) and gap < best_gap:
+                best_gap = gap
+                best_val = F
+                best_Y[:, :] = Yc
+            if math.isfinite(F) and gap <= tol * max(abs(F), 1.0):
+                return Yc, F, gap, n_iter, True
+            if n_iter >= max_iter:
+                return best_Y, best_val, best_gap, n_iter, False
+            # --- pricing: the restricted problem is (nearly) solved, the full one is not -----
+            if nvar == 0 or (math.isfinite(gap) and yz <= 0.1 * gap):
+                added = 0
+                for i in range(N):
+                    a, b, ya, _ = _br_row(sigma[i], ls[i], wc, allowed)
+                    if not inS[i, a]:
+                        _add_class(i, a, Y, Z, sup, cnt, inS, mu)
+                        added += 1
+                    if ya < 1.0 and not inS[i, b]:
+                        _add_class(i, b, Y, Z, sup, cnt, inS, mu)
+                        added += 1
+                if added == 0 and nvar == 0:
+                    return best_Y, best_val, best_gap, n_iter, False
+                if added > 0:
+                    continue  # recompute the state (no iteration spent)
+        n_iter += 1
+        # --- the Newton system: rows eliminated onto the column sums ---------------------------
+        for k in range(K):
+            if act[k] and s[k] > 0:
+                if forward:
+                    phi[k] = lam / N * (math.log(s[k] / (N * u[k])) + 1.0)
+                    Dg[k] = lam / (N * s[k])
+                else:
+                    phi[k] = -lam * u[k] / s[k]
+                    Dg[k] = lam * u[k] / (s[k] * s[k])
+            else:
+                phi[k] = 0.0
+                Dg[k] = 0.0
+            c_vec[k] = 0.0
+            for j in range(K):
+                M[k, j] = 0.0
+        target = _SIGMA * mu
+        total = 0
+        for i in range(N):
+            goff[i] = total
+            if cnt[i] > 1:
+                total += (cnt[i] - 1) * (cnt[i] - 1)
+        goff[N] = total
+        if gbuf.shape[0] < total:
+            gbuf = np.zeros(total)
+        ok = True
+        for i in range(N):
+            m = cnt[i]
+            if m < 2:
+                continue
+            r = sup[i, 0]
+            for qq in range(m):
+                if Y[i, sup[i, qq]] > Y[i, r]:
+                    r = sup[i, qq]
+            basic[i] = r
+            xi = x[i]
+            dr = Z[i, r] / Y[i, r]
+            rr = sigma[i, r] / xi - phi[r] + target / Y[i, r]
+            n1 = 0
+            for qq in range(m):
+                k = sup[i, qq]
+                if k == r:
+                    continue
+                idx[n1] = k
+                gs[n1] = (sigma[i, k] - sigma[i, r]) / xi
+                rhs[n1] = (sigma[i, k] / xi - phi[k] + target / Y[i, k]) - rr
+                n1 += 1
+            for p1 in range(n1):
+                for p2 in range(n1):
+                    B[p1, p2] = gs[p1] * gs[p2] + dr
+                k = idx[p1]
+                B[p1, p1] += Z[i, k] / Y[i, k]
+            G, good = _chol_inverse(B, n1)
+            if not good:
+                ok = False
+                break
+            o = goff[i]
+            for p1 in range(n1):
+                for p2 in range(n1):
+                    gbuf[o + p1 * n1 + p2] = G[p1, p2]
+            # c += P' G rhs ; M += P' G P
+            tot_v = 0.0
+            for p1 in range(n1):
+                v = 0.0
+                for p2 in range(n1):
+                    v += G[p1, p2] * rhs[p2]
+                c_vec[idx[p1]] += v
+                tot_v += v
+            c_vec[r] -= tot_v
+            all_sum = 0.0
+            for p1 in range(n1):
+                row_sum = 0.0
+                for p2 in range(n1):
+                    M[idx[p1], idx[p2]] += G[p1, p2]
+                    row_sum += G[p1, p2]
+                M[idx[p1], r] -= row_sum
+                M[r, idx[p1]] -= row_sum
+                all_sum += row_sum
+            M[r, r] += all_sum
+        if not ok:
+            return best_Y, best_val, best_gap, n_iter, False
+        # (I + D^1/2 M D^1/2) t = D^1/2 c ;  p = D^1/2 t
+        S = np.empty((K, K))
+        dh = np.sqrt(Dg)
+        for a in range(K):
+            for b in range(K):
+                S[a, b] = dh[a] * M[a, b] * dh[b]
+            S[a, a] += 1.0
+        t, good = _chol_solve(S, dh * c_vec)
+        if not good:
+            return best_Y, best_val, best_gap, n_iter, False
+        p = dh * t
+        # --- back substitution and step lengths -------------------------------------------------
+        ap = 1.0
+        ad = 1.0
+        for i in range(N):
+            m = cnt[i]
+            if m < 2:
+                continue
+            r = basic[i]
+            xi = x[i]
+            rr = sigma[i, r] / xi - phi[r] + target / Y[i, r] - p[r]
+            n1 = 0
+            for qq in range(m):
+                k = sup[i, qq]
+                if k == r:
+                    continue
+                idx[n1] = k
+                rhs[n1] = (sigma[i, k] / xi - phi[k] + target / Y[i, k] - p[k]) - rr
+                n1 += 1
+            o = goff[i]
+            tot_d = 0.0
+            for p1 in range(n1):
+                v = 0.0
+                for p2 in range(n1):
+                    v += gbuf[o + p1 * n1 + p2] * rhs[p2]
+                dY[i, idx[p1]] = v
+                tot_d += v
+            dY[i, r] = -tot_d
+            for qq in range(m):
+                k = sup[i, qq]
+                dy = dY[i, k]
+                if not math.isfinite(dy):
+                    return best_Y, best_val, best_gap, n_iter, False
+                if dy < 0:
+                    ap = min(ap, -_TAU * Y[i, k] / dy)
+                dz = (target - Y[i, k] * Z[i, k] - Z[i, k] * dy) / Y[i, k]
+                if dz < 0:
+                    ad = min(ad, -_TAU * Z[i, k] / dz)
+        for i in range(N):
+            m = cnt[i]
+            if m < 2:
+                continue
+            for qq in range(m):
+                k = sup[i, qq]
+                dy = dY[i, k]
+                dz = (target - Y[i, k] * Z[i, k] - Z[i, k] * dy) / Y[i, k]
+                Y[i, k] += ap * dy
+                Z[i, k] += ad * dz
+                if not Y[i, k] > 0:  # rounding at the boundary: stay interior
+                    Y[i, k] = 1e-300
+                if not Z[i, k] > 0:
+                    Z[i, k] = 1e-300
+
+
+# ----- the paper's EM ----------------------------------------------------------------------------
+@njit(cache=True)
+def _mstep_row(sig, a, lam, out):
+    """M-step (d) for one row, every case of the supplement's section 3 (as skcce._em)."""
+    K = sig.shape[0]
+    tiny = np.finfo(np.float64).tiny
+    A = 0.0
+    for k in range(K):
+        A += a[k]
+    if not A > 0:  # no weight: one-hot arg max of sigma
+        c = 0
+        for k in range(1, K):
+            if sig[k] > sig[c]:
+                c = k
+        for k in range(K):
+            out[k] = 0.0
+        out[c] = 1.0
+        return
+    L = 1.0 + lam * A
+    lo = -_INF
+    hi = -_INF
+    has_zero = False
+    for k in range(K):
+        if a[k] > 0:
+            lo = max(lo, sig[k] / (L - lam * a[k]))
+            hi = max(hi, sig[k])
+        else:
+            has_zero = True
+    x = lo
+    for _ in range(_EM_NEWTON):
+        f = -1.0
+        fp = 0.0
+        for k in range(K):
+            if a[k] > 0:
+                den = L - sig[k] / x
+                t = lam * a[k] / den
+                f += t
+                fp += t / den * sig[k]
+        xn = x + f * x * x / max(fp, tiny)
+        xn = min(max(xn, lo), hi)
+        if xn == x:
+            break
+        x = xn
+    tot = 0.0
+    for k in range(K):
+        if a[k] > 0:
+            out[k] = max(lam * a[k] / (L - sig[k] / x), 0.0)
+        else:
+            out[k] = 0.0
+        tot += out[k]
+    finite = True
+    for k in range(K):
+        out[k] /= tot
+        if not math.isfinite(out[k]):
+            finite = False
+    if not finite:
+        c = -1
+        for k in range(K):
+            if a[k] > 0 and (c < 0 or sig[k] > sig[c]):
+                c = k
+        for k in range(K):
+            out[k] = 0.0
+        out[c] = 1.0
+    if has_zero:
+        c = -1
+        smax_pos = -_INF
+        for k in range(K):
+            if a[k] <= 0:
+                if c < 0 or sig[k] > sig[c]:
+                    c = k
+            else:
+                smax_pos = max(smax_pos, sig[k])
+        sc = sig[c]
+        yc = 1.0
+        for k in range(K):
+            if a[k] > 0:
+                yc -= lam * a[k] / (L * (1.0 - sig[k] / sc))
+        if sc > smax_pos and yc > 0:
+            for k in range(K):
+                out[k] = lam * a[k] / (L * (1.0 - sig[k] / sc)) if a[k] > 0 else 0.0
+            out[c] = yc
+
+
+@njit(cache=True)
+def em_step(sigma, Y, u, lam):
+    """One EM iteration: E-step ``a_ik = u_k y_ik / s_k`` and the exact M-step of every row."""
+    N, K = sigma.shape
+    s = np.zeros(K)
+    for i in range(N):
+        for k in range(K):
+            s[k] += Y[i, k]
+    scale = np.zeros(K)
+    for k in range(K):
+        if s[k] > 0:
+            scale[k] = u[k] / s[k]
+    out = np.empty((N, K))
+    a = np.empty(K)
+    for i in range(N):
+        for k in range(K):
+            a[k] = Y[i, k] * scale[k]
+        _mstep_row(sigma[i], a, lam, out[i])
+    return out
+
+
+@njit(cache=True)
+def em_solve(sigma, u, lam, Y0, tol, max_iter):
+    """The paper's EM (reverse fairness), certified as the torch path certifies it.
+
+    The certificate ``F(Y) - q(initial_w(Y))`` is evaluated on the first 8 iterates and then
+    every 10th (and at ``max_iter``). Returns ``(Y, value, gap, n_iter, certified)``.
+    """
+    Y = Y0.copy()
+    ls = log_probs(sigma)
+    value = objective(sigma, Y, u, lam, False)
+    gap = _INF
+    n_iter = 0
+    while True:
+        certify = n_iter < 8 or n_iter % _CERTIFY_EVERY == 0
+        if certify or n_iter >= max_iter:
+            F, q, _ = certificate(sigma, ls, Y, u, lam, False)
+            gap = F - q
+            if math.isfinite(value) and gap <= tol * max(abs(value), 1.0):
+                return Y, value, gap, n_iter, True
+        if n_iter >= max_iter:
+            return Y, value, gap, n_iter, False
+        n_iter += 1
+        Y = em_step(sigma, Y, u, lam)
+        value = objective(sigma, Y, u, lam, False)
+
+
+# ----- Python entry --------------------------------------------------------------------------------
+class NumbaResult(NamedTuple):
+    """Result of :func:`solve_collision_numba` (float64 labels)."""
+
+    labels: np.ndarray
+    objective: float
+    gap: float
+    n_iter: int
+    certified: bool
+
+
+def solve_collision_numba(
+    probs, lam, prior, fairness, *, tol, max_iter, init=None, method="newton", labels_dtype=None
+):
+    r"""Solve the collision-loss pseudo-label problem with the compiled kernels.
+
+    The caller (:func:`skcce.solvers.solve_pseudo_labels`) has validated every input: rows of
+    ``probs`` and ``init`` on the simplex, ``prior`` a distribution, ``lam > 0``, ``K >= 2``.
+
+    Parameters
+    ----------
+    probs : ndarray of shape (N, K)
+        Predictions :math:`\sigma` (float32 or float64; computed in float64).
+    lam : float
+        Fairness weight (summed-rows convention).
+    prior : ndarray of shape (K,)
+        Class prior ``u``.
+    fairness : {"reverse", "forward"}
+    tol : float
+        Relative certified gap (``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``).
+    max_iter : int
+        Iteration cap (interior-point iterations, or EM iterations).
+    init : ndarray of shape (N, K), optional
+        Warm start (default ``probs``).
+    method : {"newton", "em"}
+        The exact default solver (:func:`ipm_solve`) or the paper's EM (:func:`em_solve`).
+    labels_dtype : numpy dtype, optional
+        Dtype of the returned labels; the certificate is computed on the labels as returned
+        (rounded to this dtype), in float64.
+
+    Returns
+    -------
+    NumbaResult
+        ``labels`` (N, K), ``objective`` F(labels), ``gap`` (certified absolute gap),
+        ``n_iter``, ``certified``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = np.array([[0.9, 0.1], [0.8, 0.2], [0.6, 0.4], [0.3, 0.7]])
+    >>> res = solve_collision_numba(P, 100.0, np.array([0.5, 0.5]), "reverse", tol=1e-7,
+    ...                             max_iter=100)
+    >>> res.certified, res.labels.shape
+    (True, (4, 2))
+    """
+    sigma = np.ascontiguousarray(probs, dtype=np.float64)
+    u = np.ascontiguousarray(prior, dtype=np.float64)
+    forward = fairness == "forward"
+    Y0 = sigma if init is None else np.ascontiguousarray(init, dtype=np.float64)
+    Y0 = _start(Y0, u, forward)
+    if method == "em":
+        Y, value, gap, n_iter, ok = em_solve(sigma, u, float(lam), Y0, float(tol), int(max_iter))
+    else:
+        Y, value, gap, n_iter, ok = ipm_solve(
+            sigma, u, float(lam), forward, Y0, float(tol), int(max_iter)
+        )
+    if labels_dtype is not None and np.dtype(labels_dtype) != np.float64:
+        Y = Y.astype(labels_dtype)
+        Yd = Y.astype(np.float64)
+        value, q, _ = certificate(sigma, log_probs(sigma), Yd, u, float(lam), forward)
+        gap = value - q
+        ok = bool(math.isfinite(value) and gap <= tol * max(abs(value), 1.0))
+    if gap != gap:
+        gap = math.inf
+    return NumbaResult(Y, float(value), max(float(gap), 0.0), int(n_iter), bool(ok))
+
+
+def _start(Y, u, forward):
+    """The torch path's starting labels (``skcce.solvers._start``)."""
+    active = u > 0
+    if forward:
+        if not active.all():
+            Y = np.where(active, Y, 0.0)
+            bad = Y.sum(axis=1, keepdims=True) <= 0
+            Y = np.where(bad, u, Y)
+            Y = Y / Y.sum(axis=1, keepdims=True)
+    else:
+        s = Y.sum(axis=0)
+        if ((s <= 0) & active).any():
+            Y = 0.999 * Y + 0.001 * u
+    return np.ascontiguousarray(Y)
