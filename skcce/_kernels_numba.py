@@ -46,11 +46,9 @@ from numba import njit
 
 _INF = np.inf
 _TAU = 0.995  # fraction to the boundary of an interior-point step
-_SIGMA = 0.1  # centring parameter of the interior-point step
 _MU0 = 0.1  # first complementarity of the interior point
 _EPS_NEW = 0.05  # mass given to a class when pricing adds it to a row's support
-_SMALL = 40_000  # N * K up to which the certificate is evaluated at every iteration
-_PRICE_EVERY = 4  # ... and above it, at least every this many iterations
+_PRICE_EVERY = 4  # the certificate (and pricing) at least every this many iterations
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
 _EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce._em)
 _CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as skcce.solvers)
@@ -58,13 +56,14 @@ _CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as
 
 # ----- row best responses ------------------------------------------------------------------------
 @njit(cache=True)
-def _br_candidate(s, ls, wm, allowed):
-    """Candidate maximiser of ln(s'y) + wm'y on the simplex for one row (``ls = ln s``).
+def _br_candidate(s, ew, wm, allowed):
+    """Candidate maximiser of ln(s'y) + wm'y on the simplex for one row (``ew``: see
+    :func:`_exp_w`).
 
     The maximiser lies on the upper concave envelope of the points ``(s_k, wm_k)``, along
     which ``h(x) = ln x + env(x)`` is concave: it is the best envelope vertex or a point of a
     segment that ends there. The candidate takes the best point ``b`` (largest
-    ``ln s_b + wm_b``, usually that vertex) and the segment from ``b`` to the point of smallest
+    ``s_b exp(wm_b)``, usually that vertex) and the segment from ``b`` to the point of smallest
     slope on its left (largest on its right), with the stationary point ``x = -1/slope`` of
     ``h``: two passes over the classes. :func:`_br_row` checks it and falls back to the walk.
     """
@@ -73,7 +72,7 @@ def _br_candidate(s, ls, wm, allowed):
     vb = -_INF
     for k in range(K):
         if allowed[k]:
-            v = ls[k] + wm[k]
+            v = s[k] * ew[k]
             if b < 0 or v > vb:
                 b = k
                 vb = v
@@ -89,15 +88,14 @@ def _br_candidate(s, ls, wm, allowed):
         if not allowed[k]:
             continue
         sk = s[k]
+        # slopes compared by cross-multiplication (one division per new extreme only)
         if sk < sb:
-            r = (wb - wm[k]) / (sb - sk)
-            if r < rl:
-                rl = r
+            if jl < 0 or wb - wm[k] < rl * (sb - sk):
+                rl = (wb - wm[k]) / (sb - sk)
                 jl = k
         elif sk > sb:
-            r = (wm[k] - wb) / (sk - sb)
-            if r > rr:
-                rr = r
+            if jr < 0 or wm[k] - wb > rr * (sk - sb):
+                rr = (wm[k] - wb) / (sk - sb)
                 jr = k
     inv = 1.0 / sb
     if jr >= 0 and inv + rr > 0.0:  # h increases to the right of b
@@ -116,11 +114,11 @@ def _br_candidate(s, ls, wm, allowed):
         yj = 1.0 - yb
         x = yb * sb + yj * sj
         return b, jl, yb, -math.log(x) - (yb * wb + yj * wm[jl])
-    return b, b, 1.0, -ls[b] - wb
+    return b, b, 1.0, -math.log(sb) - wb
 
 
 @njit(cache=True)
-def _br_walk(s, ls, wm, allowed):
+def _br_walk(s, wm, allowed):
     """Exact maximiser by a walk along the upper envelope from its right end (largest ``s``)."""
     K = s.shape[0]
     v = -1
@@ -146,7 +144,7 @@ def _br_walk(s, ls, wm, allowed):
                     rho = r
                     j = k
         if j < 0 or 1.0 / sv + rho >= 0.0:
-            return v, v, 1.0, -ls[v] - wv
+            return v, v, 1.0, -math.log(sv) - wv
         xs = -1.0 / rho
         sj = s[j]
         if xs > sj:
@@ -158,8 +156,8 @@ def _br_walk(s, ls, wm, allowed):
 
 
 @njit(cache=True)
-def _br_row(s, ls, wm, allowed):
-    """Exact maximiser of ln(s'y) + wm'y on the simplex for one row (``ls = ln s``).
+def _br_row(s, ew, wm, allowed):
+    """Exact maximiser of ln(s'y) + wm'y on the simplex for one row (``ew = _exp_w(wm)``).
 
     The candidate of :func:`_br_candidate` is accepted when it passes the optimality
     conditions ``s_k / x + wm_k <= s_a / x + wm_a`` (every class ``k``, every class ``a`` of the
@@ -168,7 +166,7 @@ def _br_row(s, ls, wm, allowed):
     ``b`` (``a == b`` for a vertex), and ``psi = -ln(s'y) - wm'y`` (``+inf`` if no allowed class
     has ``s > 0``).
     """
-    a, b, ya, psi = _br_candidate(s, ls, wm, allowed)
+    a, b, ya, psi = _br_candidate(s, ew, wm, allowed)
     if psi == _INF:
         return a, b, ya, psi
     x = ya * s[a] + (1.0 - ya) * s[b]
@@ -179,19 +177,24 @@ def _br_row(s, ls, wm, allowed):
     tol = 64 * 2.220446049250313e-16 * (1.0 + abs(lo))
     for k in range(s.shape[0]):
         if allowed[k] and s[k] * inv + wm[k] > lo + tol:
-            return _br_walk(s, ls, wm, allowed)
+            return _br_walk(s, wm, allowed)
     return a, b, ya, psi
 
 
 @njit(cache=True)
-def log_probs(sigma):
-    """ln sigma elementwise (``-inf`` at exact zeros)."""
-    N, K = sigma.shape
-    out = np.empty((N, K))
-    for i in range(N):
-        for k in range(K):
-            out[i, k] = math.log(sigma[i, k]) if sigma[i, k] > 0 else -_INF
-    return out
+def _exp_w(wm, allowed):
+    """``exp(wm - max wm)`` over the allowed classes: ranks the vertices ``s_k exp(wm_k)``
+    without a logarithm per entry (an underflow only costs the exact fallback of a row)."""
+    K = wm.shape[0]
+    top = -_INF
+    for k in range(K):
+        if allowed[k] and wm[k] > top:
+            top = wm[k]
+    ew = np.zeros(K)
+    for k in range(K):
+        if allowed[k]:
+            ew[k] = math.exp(wm[k] - top)
+    return ew
 
 
 @njit(cache=True)
@@ -217,9 +220,9 @@ def best_responses(sigma, wm, allowed):
     N, K = sigma.shape
     Y = np.zeros((N, K))
     psi = np.empty(N)
-    ls = log_probs(sigma)
+    ew = _exp_w(wm, allowed)
     for i in range(N):
-        a, b, ya, p = _br_row(sigma[i], ls[i], wm, allowed)
+        a, b, ya, p = _br_row(sigma[i], ew, wm, allowed)
         Y[i, a] += ya
         Y[i, b] += 1.0 - ya
         psi[i] = p
@@ -299,11 +302,8 @@ def dual_value(psi_sum, w, u, lam, n, forward):
 
 
 @njit(cache=True)
-def certificate(sigma, ls, Y, u, lam, forward):
-    """``(F(Y), q(w), w)`` with ``w = initial_w(column sums of Y)``; the gap is ``F - q``.
-
-    ``ls`` is ``log_probs(sigma)``.
-    """
+def certificate(sigma, Y, u, lam, forward):
+    """``(F(Y), q(w), w)`` with ``w = initial_w(column sums of Y)``; the gap is ``F - q``."""
     N, K = sigma.shape
     allowed = np.ones(K, dtype=np.bool_)
     if forward:
@@ -315,47 +315,45 @@ def certificate(sigma, ls, Y, u, lam, forward):
             s[k] += Y[i, k]
     w = initial_w(s, u, lam, N, forward)
     psi_sum = 0.0
+    ew = _exp_w(w, allowed)
     for i in range(N):
-        psi_sum += _br_row(sigma[i], ls[i], w, allowed)[3]
+        psi_sum += _br_row(sigma[i], ew, w, allowed)[3]
     F = objective(sigma, Y, u, lam, forward)
     return F, dual_value(psi_sum, w, u, lam, N, forward), w
 
 
 # ----- the interior-point column-generation solver -------------------------------------------------
 @njit(cache=True)
-def _chol_inverse(A, m):
-    """Inverse of the leading m x m block of a symmetric positive definite A (Cholesky)."""
-    L = np.zeros((m, m))
+def _chol_inverse(A, m, L, Li, G):
+    """G = inverse of the leading m x m block of a symmetric positive definite A (Cholesky;
+    ``L``, ``Li`` are work arrays). Returns False when A is not positive definite."""
     for j in range(m):
         d = A[j, j]
         for p in range(j):
             d -= L[j, p] * L[j, p]
         if not d > 0:
-            return L, False
+            return False
         L[j, j] = math.sqrt(d)
         for i in range(j + 1, m):
             t = A[i, j]
             for p in range(j):
                 t -= L[i, p] * L[j, p]
             L[i, j] = t / L[j, j]
-    # inverse of L, then G = L^-T L^-1
-    Li = np.zeros((m, m))
-    for j in range(m):
+    for j in range(m):  # Li = L^-1 (lower triangular)
         Li[j, j] = 1.0 / L[j, j]
         for i in range(j + 1, m):
             t = 0.0
             for p in range(j, i):
                 t -= L[i, p] * Li[p, j]
             Li[i, j] = t / L[i, i]
-    G = np.zeros((m, m))
-    for i in range(m):
+    for i in range(m):  # G = Li' Li
         for j in range(i + 1):
             t = 0.0
             for p in range(i, m):
                 t += Li[p, i] * Li[p, j]
             G[i, j] = t
             G[j, i] = t
-    return G, True
+    return True
 
 
 @njit(cache=True)
@@ -439,6 +437,8 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         Certified ``F(Y) - q(w)``.
     n_iter : int
     certified : bool
+    n_pass : int
+        Passes of exact best responses over the data (certificates and pricing).
     """
     N, K = sigma.shape
     allowed = np.ones(K, dtype=np.bool_)
@@ -446,8 +446,6 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         for k in range(K):
             allowed[k] = u[k] > 0
     act = u > 0
-    ls = log_probs(sigma)
-    small = N * K <= _SMALL
     # --- initial supports: best response at the warm start's multiplier + best vertices ---------
     s = np.zeros(K)
     for i in range(N):
@@ -461,17 +459,18 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     Z = np.zeros((N, K))
     score = np.empty(K)
     top = min(_TOP, K)
+    ew = _exp_w(w, allowed)
     for i in range(N):
-        a, b, ya, _ = _br_row(sigma[i], ls[i], w, allowed)
+        a, b, ya, _ = _br_row(sigma[i], ew, w, allowed)
         for k in range(K):
-            score[k] = ls[i, k] + w[k] if allowed[k] else -_INF
+            score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
         inS[i, a] = True
         if ya < 1.0:
             inS[i, b] = True
         for _ in range(top):
             best = -1
             for k in range(K):
-                if score[k] > -_INF and (best < 0 or score[k] > score[best]):
+                if score[k] > 0 and (best < 0 or score[k] > score[best]):
                     best = k
             if best < 0:
                 break
@@ -512,6 +511,9 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     gs = np.empty(K)  # sigma_j - sigma_r on the reduced support
     idx = np.empty(K, dtype=np.int64)
     B = np.zeros((K, K))
+    Lw = np.zeros((K, K))
+    Liw = np.zeros((K, K))
+    G = np.zeros((K, K))
     rhs = np.empty(K)
     M = np.zeros((K, K))
     c_vec = np.zeros(K)
@@ -520,6 +522,10 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     x = np.empty(N)
     basic = np.zeros(N, dtype=np.int64)
     dY = np.zeros((N, K))
+    dZ = np.zeros((N, K))
+    Corr = np.zeros((N, K))
+    S = np.empty((K, K))
+    dh = np.empty(K)
     # per-row inverses of the reduced blocks, stored flat
     goff = np.zeros(N + 1, dtype=np.int64)
     gbuf = np.zeros(1)
@@ -529,6 +535,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     best_Y = Y0.copy()
     best_val = _INF
     n_iter = 0
+    n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
     while True:
         # --- state: x, s, mu ------------------------------------------------------------------
         for k in range(K):
@@ -551,7 +558,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         # evaluated when the restricted problem is nearly solved (and every few iterations,
         # for pricing)
         do_cert = True
-        if not small and nvar > 0 and n_iter < max_iter and n_iter % _PRICE_EVERY != 0:
+        if nvar > 0 and n_iter < max_iter and n_iter % _PRICE_EVERY != 0:
             Fr = _phi(s, u, lam, N, forward)
             for i in range(N):
                 Fr -= math.log(x[i])
@@ -564,7 +571,8 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     tot += Y[i, k]
                 for k in range(K):
                     Yc[i, k] = Y[i, k] / tot
-            F, q, wc = certificate(sigma, ls, Yc, u, lam, forward)
+            F, q, wc = certificate(sigma, Yc, u, lam, forward)
+            n_pass += 1
             gap = F - q
             if gap != gap:
                 gap = _INF
@@ -573,14 +581,16 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 best_val = F
                 best_Y[:, :] = Yc
             if math.isfinite(F) and gap <= tol * max(abs(F), 1.0):
-                return Yc, F, gap, n_iter, True
+                return Yc, F, gap, n_iter, True, n_pass
             if n_iter >= max_iter:
-                return best_Y, best_val, best_gap, n_iter, False
+                return best_Y, best_val, best_gap, n_iter, False, n_pass
             # --- pricing: the restricted problem is (nearly) solved, the full one is not -----
             if nvar == 0 or (math.isfinite(gap) and yz <= 0.1 * gap):
                 added = 0
+                n_pass += 1
+                ew = _exp_w(wc, allowed)
                 for i in range(N):
-                    a, b, ya, _ = _br_row(sigma[i], ls[i], wc, allowed)
+                    a, b, ya, _ = _br_row(sigma[i], ew, wc, allowed)
                     if not inS[i, a]:
                         _add_class(i, a, Y, Z, sup, cnt, inS, mu)
                         added += 1
@@ -588,7 +598,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                         _add_class(i, b, Y, Z, sup, cnt, inS, mu)
                         added += 1
                 if added == 0 and nvar == 0:
-                    return best_Y, best_val, best_gap, n_iter, False
+                    return best_Y, best_val, best_gap, n_iter, False, n_pass
                 if added > 0:
                     continue  # recompute the state (no iteration spent)
         n_iter += 1
@@ -607,7 +617,6 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             c_vec[k] = 0.0
             for j in range(K):
                 M[k, j] = 0.0
-        target = _SIGMA * mu
         total = 0
         for i in range(N):
             goff[i] = total
@@ -628,7 +637,6 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             basic[i] = r
             xi = x[i]
             dr = Z[i, r] / Y[i, r]
-            rr = sigma[i, r] / xi - phi[r] + target / Y[i, r]
             n1 = 0
             for qq in range(m):
                 k = sup[i, qq]
@@ -636,104 +644,162 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     continue
                 idx[n1] = k
                 gs[n1] = (sigma[i, k] - sigma[i, r]) / xi
-                rhs[n1] = (sigma[i, k] / xi - phi[k] + target / Y[i, k]) - rr
                 n1 += 1
             for p1 in range(n1):
                 for p2 in range(n1):
                     B[p1, p2] = gs[p1] * gs[p2] + dr
                 k = idx[p1]
                 B[p1, p1] += Z[i, k] / Y[i, k]
-            G, good = _chol_inverse(B, n1)
-            if not good:
+            if not _chol_inverse(B, n1, Lw, Liw, G):
                 ok = False
                 break
             o = goff[i]
-            for p1 in range(n1):
-                for p2 in range(n1):
-                    gbuf[o + p1 * n1 + p2] = G[p1, p2]
-            # c += P' G rhs ; M += P' G P
-            tot_v = 0.0
-            for p1 in range(n1):
-                v = 0.0
-                for p2 in range(n1):
-                    v += G[p1, p2] * rhs[p2]
-                c_vec[idx[p1]] += v
-                tot_v += v
-            c_vec[r] -= tot_v
             all_sum = 0.0
             for p1 in range(n1):
                 row_sum = 0.0
                 for p2 in range(n1):
-                    M[idx[p1], idx[p2]] += G[p1, p2]
-                    row_sum += G[p1, p2]
+                    g = G[p1, p2]
+                    gbuf[o + p1 * n1 + p2] = g
+                    M[idx[p1], idx[p2]] += g
+                    row_sum += g
                 M[idx[p1], r] -= row_sum
                 M[r, idx[p1]] -= row_sum
                 all_sum += row_sum
             M[r, r] += all_sum
         if not ok:
-            return best_Y, best_val, best_gap, n_iter, False
-        # (I + D^1/2 M D^1/2) t = D^1/2 c ;  p = D^1/2 t
-        S = np.empty((K, K))
-        dh = np.sqrt(Dg)
+            return best_Y, best_val, best_gap, n_iter, False, n_pass
+        # the Schur complement on the column sums: I + D^1/2 M D^1/2
+        for a in range(K):
+            dh[a] = math.sqrt(Dg[a])
         for a in range(K):
             for b in range(K):
                 S[a, b] = dh[a] * M[a, b] * dh[b]
             S[a, a] += 1.0
-        t, good = _chol_solve(S, dh * c_vec)
-        if not good:
-            return best_Y, best_val, best_gap, n_iter, False
-        p = dh * t
-        # --- back substitution and step lengths -------------------------------------------------
-        ap = 1.0
-        ad = 1.0
+        # Mehrotra: affine-scaling predictor, then the centred, second-order corrected step
+        ap, ad = _direction(
+            sigma, Y, Z, x, phi, sup, cnt, basic, gbuf, goff, S, dh, 0.0, Corr, False, dY, dZ,
+            idx, rhs, c_vec, 1.0,
+        )
+        if not ap >= 0:
+            return best_Y, best_val, best_gap, n_iter, False, n_pass
+        mu_aff = 0.0
         for i in range(N):
-            m = cnt[i]
-            if m < 2:
+            if cnt[i] < 2:
                 continue
-            r = basic[i]
-            xi = x[i]
-            rr = sigma[i, r] / xi - phi[r] + target / Y[i, r] - p[r]
-            n1 = 0
-            for qq in range(m):
+            for qq in range(cnt[i]):
                 k = sup[i, qq]
-                if k == r:
-                    continue
-                idx[n1] = k
-                rhs[n1] = (sigma[i, k] / xi - phi[k] + target / Y[i, k] - p[k]) - rr
-                n1 += 1
-            o = goff[i]
-            tot_d = 0.0
-            for p1 in range(n1):
-                v = 0.0
-                for p2 in range(n1):
-                    v += gbuf[o + p1 * n1 + p2] * rhs[p2]
-                dY[i, idx[p1]] = v
-                tot_d += v
-            dY[i, r] = -tot_d
-            for qq in range(m):
-                k = sup[i, qq]
-                dy = dY[i, k]
-                if not math.isfinite(dy):
-                    return best_Y, best_val, best_gap, n_iter, False
-                if dy < 0:
-                    ap = min(ap, -_TAU * Y[i, k] / dy)
-                dz = (target - Y[i, k] * Z[i, k] - Z[i, k] * dy) / Y[i, k]
-                if dz < 0:
-                    ad = min(ad, -_TAU * Z[i, k] / dz)
+                mu_aff += (Y[i, k] + ap * dY[i, k]) * (Z[i, k] + ad * dZ[i, k])
+                Corr[i, k] = dY[i, k] * dZ[i, k]
+        mu_aff /= nvar
+        cen = min(max((mu_aff / mu) ** 3, 0.0), 1.0) if mu > 0 else 0.0
+        tau = max(_TAU, 1.0 - mu)
+        ap, ad = _direction(
+            sigma, Y, Z, x, phi, sup, cnt, basic, gbuf, goff, S, dh, cen * mu, Corr, True, dY,
+            dZ, idx, rhs, c_vec, tau,
+        )
+        if not ap >= 0:
+            return best_Y, best_val, best_gap, n_iter, False, n_pass
         for i in range(N):
             m = cnt[i]
             if m < 2:
                 continue
             for qq in range(m):
                 k = sup[i, qq]
-                dy = dY[i, k]
-                dz = (target - Y[i, k] * Z[i, k] - Z[i, k] * dy) / Y[i, k]
-                Y[i, k] += ap * dy
-                Z[i, k] += ad * dz
+                Y[i, k] += ap * dY[i, k]
+                Z[i, k] += ad * dZ[i, k]
                 if not Y[i, k] > 0:  # rounding at the boundary: stay interior
                     Y[i, k] = 1e-300
                 if not Z[i, k] > 0:
                     Z[i, k] = 1e-300
+
+
+@njit(cache=True)
+def _direction(
+    sigma, Y, Z, x, phi, sup, cnt, basic, gbuf, goff, S, dh, target, Corr, corrected, dY, dZ,
+    idx, rhs, c_vec, tau,
+):
+    """One interior-point direction given the factored rows (``gbuf``) and Schur matrix ``S``.
+
+    The complementarity target of entry ``(i, k)`` is ``target - Corr[i, k]`` (Mehrotra's
+    second-order term when ``corrected``). Writes ``dY``, ``dZ``; returns the primal and dual
+    step lengths to ``tau`` of the way to the boundary (``(-1, -1)`` on a failure).
+    """
+    N = Y.shape[0]
+    K = Y.shape[1]
+    for k in range(K):
+        c_vec[k] = 0.0
+    # c = sum_i P_i' G_i rhs_i
+    for i in range(N):
+        m = cnt[i]
+        if m < 2:
+            continue
+        r = basic[i]
+        xi = x[i]
+        tr = target - Corr[i, r] if corrected else target
+        rr = sigma[i, r] / xi - phi[r] + tr / Y[i, r]
+        n1 = 0
+        for qq in range(m):
+            k = sup[i, qq]
+            if k == r:
+                continue
+            idx[n1] = k
+            tk = target - Corr[i, k] if corrected else target
+            rhs[n1] = (sigma[i, k] / xi - phi[k] + tk / Y[i, k]) - rr
+            n1 += 1
+        o = goff[i]
+        tot_v = 0.0
+        for p1 in range(n1):
+            v = 0.0
+            for p2 in range(n1):
+                v += gbuf[o + p1 * n1 + p2] * rhs[p2]
+            c_vec[idx[p1]] += v
+            tot_v += v
+        c_vec[r] -= tot_v
+    t, good = _chol_solve(S, dh * c_vec)
+    if not good:
+        return -1.0, -1.0
+    p = dh * t
+    ap = 1.0
+    ad = 1.0
+    for i in range(N):
+        m = cnt[i]
+        if m < 2:
+            continue
+        r = basic[i]
+        xi = x[i]
+        tr = target - Corr[i, r] if corrected else target
+        rr = sigma[i, r] / xi - phi[r] + tr / Y[i, r] - p[r]
+        n1 = 0
+        for qq in range(m):
+            k = sup[i, qq]
+            if k == r:
+                continue
+            idx[n1] = k
+            tk = target - Corr[i, k] if corrected else target
+            rhs[n1] = (sigma[i, k] / xi - phi[k] + tk / Y[i, k] - p[k]) - rr
+            n1 += 1
+        o = goff[i]
+        tot_d = 0.0
+        for p1 in range(n1):
+            v = 0.0
+            for p2 in range(n1):
+                v += gbuf[o + p1 * n1 + p2] * rhs[p2]
+            dY[i, idx[p1]] = v
+            tot_d += v
+        dY[i, r] = -tot_d
+        for qq in range(m):
+            k = sup[i, qq]
+            dy = dY[i, k]
+            tk = target - Corr[i, k] if corrected else target
+            dz = (tk - Y[i, k] * Z[i, k] - Z[i, k] * dy) / Y[i, k]
+            dZ[i, k] = dz
+            if not (math.isfinite(dy) and math.isfinite(dz)):
+                return -1.0, -1.0
+            if dy < 0:
+                ap = min(ap, -tau * Y[i, k] / dy)
+            if dz < 0:
+                ad = min(ad, -tau * Z[i, k] / dz)
+    return ap, ad
 
 
 # ----- the paper's EM ----------------------------------------------------------------------------
@@ -848,14 +914,13 @@ def em_solve(sigma, u, lam, Y0, tol, max_iter):
     every 10th (and at ``max_iter``). Returns ``(Y, value, gap, n_iter, certified)``.
     """
     Y = Y0.copy()
-    ls = log_probs(sigma)
     value = objective(sigma, Y, u, lam, False)
     gap = _INF
     n_iter = 0
     while True:
         certify = n_iter < 8 or n_iter % _CERTIFY_EVERY == 0
         if certify or n_iter >= max_iter:
-            F, q, _ = certificate(sigma, ls, Y, u, lam, False)
+            F, q, _ = certificate(sigma, Y, u, lam, False)
             gap = F - q
             if math.isfinite(value) and gap <= tol * max(abs(value), 1.0):
                 return Y, value, gap, n_iter, True
@@ -929,13 +994,13 @@ def solve_collision_numba(
     if method == "em":
         Y, value, gap, n_iter, ok = em_solve(sigma, u, float(lam), Y0, float(tol), int(max_iter))
     else:
-        Y, value, gap, n_iter, ok = ipm_solve(
+        Y, value, gap, n_iter, ok, n_pass = ipm_solve(
             sigma, u, float(lam), forward, Y0, float(tol), int(max_iter)
         )
     if labels_dtype is not None and np.dtype(labels_dtype) != np.float64:
         Y = Y.astype(labels_dtype)
         Yd = Y.astype(np.float64)
-        value, q, _ = certificate(sigma, log_probs(sigma), Yd, u, float(lam), forward)
+        value, q, _ = certificate(sigma, Yd, u, float(lam), forward)
         gap = value - q
         ok = bool(math.isfinite(value) and gap <= tol * max(abs(value), 1.0))
     if gap != gap:

@@ -35,6 +35,7 @@ the optimum; it is never set on an objective-decrease heuristic.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -279,6 +280,38 @@ def _iterate(problem, Y, method, tol, max_iter):
                 return Y, value, gap, n_iter, ok
 
 
+# --- issue 14: opt-in compiled path ------------------------------------------------------------
+# Collision loss, "newton" (default) or "em", CPU float32/float64 input, lam > 0 and K >= 2, when
+# numba is importable: the validated problem goes to skcce._kernels_numba (same certified stopping
+# rule). An uncertified compiled run falls back to the torch path below, which stays the
+# reference and the CUDA path. SKCCE_SOLVER=torch (read at import) or _USE_COMPILED = False
+# forces the torch path.
+_USE_COMPILED = os.environ.get("SKCCE_SOLVER", "").lower() != "torch"
+
+
+def _compiled_solve(probs, lam, prior, fairness, loss, method, init, tol, max_iter):
+    if not (_USE_COMPILED and loss == "collision" and method in ("newton", "em")):
+        return None
+    if probs.device.type != "cpu" or lam <= 0 or probs.shape[1] < 2 or probs.requires_grad:
+        return None
+    try:
+        from skcce._kernels_numba import solve_collision_numba
+    except ImportError:  # numba missing or broken: the torch path
+        return None
+    np_dtype = np.float32 if probs.dtype == torch.float32 else np.float64
+    out = solve_collision_numba(
+        probs.numpy(), lam, prior.double().numpy(), fairness, tol=tol, max_iter=max_iter,
+        init=None if init is None else init.detach().numpy(), method=method, labels_dtype=np_dtype,
+    )  # fmt: skip
+    if not out.certified:
+        return None
+    labels = torch.from_numpy(out.labels)
+    return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
+
+
+# --- end issue 14 ---------------------------------------------------------------------------------
+
+
 def solve_pseudo_labels(
     probs,
     *,
@@ -349,6 +382,11 @@ def solve_pseudo_labels(
     fallback_iter = _DEFAULT_MAX_ITER["pgd"] if max_iter is None else max_iter
     if max_iter is None:
         max_iter = _DEFAULT_MAX_ITER[method]
+    # --- issue 14: compiled CPU kernels (skcce/_kernels_numba.py) for the collision loss -------
+    fast = _compiled_solve(probs, lam, prior, fairness, loss, method, init, tol, max_iter)
+    if fast is not None:
+        return fast
+    # --- end issue 14 ------------------------------------------------------------------------
     if method == "sinkhorn":  # SeLa's problem, not F: see skcce._sinkhorn
         Y, value, gap, n_iter, ok = sinkhorn_labels(
             probs, prior, lam=lam, tol=tol, max_iter=max_iter
