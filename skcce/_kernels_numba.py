@@ -3,7 +3,8 @@ r"""Compiled CPU kernels (numba) for the exact collision-loss pseudo-label solve
 Self-contained: NumPy float64 arrays in and out, nothing imported from skcce, so that the
 kernels can be tested against the torch reference (:mod:`skcce._duality`, :mod:`skcce._newton`,
 :mod:`skcce._em`) on their own. Every kernel is ``@njit(cache=True)``: compiled once per
-machine and loaded from numba's on-disk cache by later processes.
+machine and loaded from numba's on-disk cache by later processes; ``error_model="numpy"``
+gives IEEE results (``inf``, ``nan``) for a division by zero, as in the torch reference.
 
 The problem (supplement of Zhang & Boykov, summed-rows convention of :mod:`skcce.losses`) is
 
@@ -55,7 +56,7 @@ _CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as
 
 
 # ----- row best responses ------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _br_candidate(s, ew, wm, allowed):
     """Candidate maximiser of ln(s'y) + wm'y on the simplex for one row (``ew``: see
     :func:`_exp_w`).
@@ -117,7 +118,7 @@ def _br_candidate(s, ew, wm, allowed):
     return b, b, 1.0, -math.log(sb) - wb
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _br_walk(s, wm, allowed):
     """Exact maximiser by a walk along the upper envelope from its right end (largest ``s``)."""
     K = s.shape[0]
@@ -155,7 +156,7 @@ def _br_walk(s, wm, allowed):
         v = j
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _br_row(s, ew, wm, allowed):
     """Exact maximiser of ln(s'y) + wm'y on the simplex for one row (``ew = _exp_w(wm)``).
 
@@ -181,7 +182,7 @@ def _br_row(s, ew, wm, allowed):
     return a, b, ya, psi
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _exp_w(wm, allowed):
     """``exp(wm - max wm)`` over the allowed classes: ranks the vertices ``s_k exp(wm_k)``
     without a logarithm per entry (an underflow only costs the exact fallback of a row)."""
@@ -197,7 +198,7 @@ def _exp_w(wm, allowed):
     return ew
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def best_responses(sigma, wm, allowed):
     """Exact best responses of every row.
 
@@ -230,14 +231,14 @@ def best_responses(sigma, wm, allowed):
 
 
 # ----- objective, dual and certificate -----------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _xlogy(x, y):
     if x == 0.0:
         return 0.0
     return x * math.log(y)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _phi(s, u, lam, n, forward):
     """Phi(s) = lam * KL with ybar = s / N (as skcce.losses: xlogy conventions)."""
     total = 0.0
@@ -250,7 +251,7 @@ def _phi(s, u, lam, n, forward):
     return lam * total
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def objective(sigma, Y, u, lam, forward):
     """F(Y) (may be ``+inf``)."""
     N, K = sigma.shape
@@ -265,7 +266,7 @@ def objective(sigma, Y, u, lam, forward):
     return rows + _phi(s, u, lam, N, forward)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def initial_w(s, u, lam, n, forward):
     """The multiplier of ``Problem.initial_w``: ``-grad Phi`` at the column sums (clamped)."""
     K = s.shape[0]
@@ -283,7 +284,7 @@ def initial_w(s, u, lam, n, forward):
     return w
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dual_value(psi_sum, w, u, lam, n, forward):
     """q(w) = sum_i psi_i + Phi(s*(w)) + w's*(w)."""
     K = w.shape[0]
@@ -301,7 +302,7 @@ def dual_value(psi_sum, w, u, lam, n, forward):
     return psi_sum + _phi(sd, u, lam, n, forward) + ws
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def certificate(sigma, Y, u, lam, forward):
     """``(F(Y), q(w), w)`` with ``w = initial_w(column sums of Y)``; the gap is ``F - q``."""
     N, K = sigma.shape
@@ -322,8 +323,8 @@ def certificate(sigma, Y, u, lam, forward):
     return F, dual_value(psi_sum, w, u, lam, N, forward), w
 
 
-# ----- the interior-point column-generation solver -------------------------------------------------
-@njit(cache=True)
+# ----- the interior-point column-generation solver ---------------------------------------------
+@njit(cache=True, error_model="numpy")
 def _chol_inverse(A, m, L, Li, G):
     """G = inverse of the leading m x m block of a symmetric positive definite A (Cholesky;
     ``L``, ``Li`` are work arrays). Returns False when A is not positive definite."""
@@ -356,7 +357,7 @@ def _chol_inverse(A, m, L, Li, G):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _chol_solve(A, b):
     """Solve A x = b for a symmetric positive definite A (dense Cholesky)."""
     n = A.shape[0]
@@ -388,7 +389,7 @@ def _chol_solve(A, b):
     return x, True
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _add_class(i, k, Y, Z, sup, cnt, inS, mu):
     """Pricing: put class k in row i's support with a little mass taken from its largest entry."""
     r = sup[i, 0]
@@ -407,7 +408,7 @@ def _add_class(i, k, Y, Z, sup, cnt, inS, mu):
         Z[i, r] = m / Y[i, r]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     """Certified optimum of F by an interior-point method with column generation.
 
@@ -679,7 +680,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         ap, ad = _direction(
             sigma, Y, Z, x, phi, sup, cnt, basic, gbuf, goff, S, dh, 0.0, Corr, False, dY, dZ,
             idx, rhs, c_vec, 1.0,
-        )
+        )  # fmt: skip
         if not ap >= 0:
             return best_Y, best_val, best_gap, n_iter, False, n_pass
         mu_aff = 0.0
@@ -696,7 +697,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         ap, ad = _direction(
             sigma, Y, Z, x, phi, sup, cnt, basic, gbuf, goff, S, dh, cen * mu, Corr, True, dY,
             dZ, idx, rhs, c_vec, tau,
-        )
+        )  # fmt: skip
         if not ap >= 0:
             return best_Y, best_val, best_gap, n_iter, False, n_pass
         for i in range(N):
@@ -713,11 +714,11 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     Z[i, k] = 1e-300
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _direction(
     sigma, Y, Z, x, phi, sup, cnt, basic, gbuf, goff, S, dh, target, Corr, corrected, dY, dZ,
     idx, rhs, c_vec, tau,
-):
+):  # fmt: skip
     """One interior-point direction given the factored rows (``gbuf``) and Schur matrix ``S``.
 
     The complementarity target of entry ``(i, k)`` is ``target - Corr[i, k]`` (Mehrotra's
@@ -803,7 +804,7 @@ def _direction(
 
 
 # ----- the paper's EM ----------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _mstep_row(sig, a, lam, out):
     """M-step (d) for one row, every case of the supplement's section 3 (as skcce._em)."""
     K = sig.shape[0]
@@ -885,7 +886,7 @@ def _mstep_row(sig, a, lam, out):
             out[c] = yc
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def em_step(sigma, Y, u, lam):
     """One EM iteration: E-step ``a_ik = u_k y_ik / s_k`` and the exact M-step of every row."""
     N, K = sigma.shape
@@ -906,7 +907,7 @@ def em_step(sigma, Y, u, lam):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def em_solve(sigma, u, lam, Y0, tol, max_iter):
     """The paper's EM (reverse fairness), certified as the torch path certifies it.
 
@@ -931,7 +932,7 @@ def em_solve(sigma, u, lam, Y0, tol, max_iter):
         value = objective(sigma, Y, u, lam, False)
 
 
-# ----- Python entry --------------------------------------------------------------------------------
+# ----- Python entry -----------------------------------------------------------------------------
 class NumbaResult(NamedTuple):
     """Result of :func:`solve_collision_numba` (float64 labels)."""
 
