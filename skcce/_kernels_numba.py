@@ -49,6 +49,7 @@ _INF = np.inf
 _TAU = 0.995  # fraction to the boundary of an interior-point step
 _MU0 = 0.1  # first complementarity of the interior point
 _EPS_NEW = 0.05  # mass given to a class when pricing adds it to a row's support
+_WIDTH = 8  # first capacity of a row's support (grows by doubling when pricing needs it)
 _PRICE_EVERY = 4  # the certificate (and pricing) at least every this many iterations
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
 _EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce._em)
@@ -303,8 +304,8 @@ def dual_value(psi_sum, w, u, lam, n, forward):
 
 
 @njit(cache=True, error_model="numpy")
-def certificate(sigma, Y, u, lam, forward):
-    """``(F(Y), q(w), w)`` with ``w = initial_w(column sums of Y)``; the gap is ``F - q``."""
+def _certificate_into(sigma, Y, u, lam, forward, ba, bb, bya):
+    """:func:`certificate`, also writing each row's best response ``(ba, bb, bya)``."""
     N, K = sigma.shape
     allowed = np.ones(K, dtype=np.bool_)
     if forward:
@@ -318,9 +319,22 @@ def certificate(sigma, Y, u, lam, forward):
     psi_sum = 0.0
     ew = _exp_w(w, allowed)
     for i in range(N):
-        psi_sum += _br_row(sigma[i], ew, w, allowed)[3]
+        a, b, ya, psi = _br_row(sigma[i], ew, w, allowed)
+        ba[i] = a
+        bb[i] = b
+        bya[i] = ya
+        psi_sum += psi
     F = objective(sigma, Y, u, lam, forward)
     return F, dual_value(psi_sum, w, u, lam, N, forward), w
+
+
+@njit(cache=True, error_model="numpy")
+def certificate(sigma, Y, u, lam, forward):
+    """``(F(Y), q(w), w)`` with ``w = initial_w(column sums of Y)``; the gap is ``F - q``."""
+    N = sigma.shape[0]
+    ba = np.empty(N, dtype=np.int64)
+    bb = np.empty(N, dtype=np.int64)
+    return _certificate_into(sigma, Y, u, lam, forward, ba, bb, np.empty(N))
 
 
 # ----- the interior-point column-generation solver ---------------------------------------------
@@ -390,27 +404,47 @@ def _chol_solve(A, b):
 
 
 @njit(cache=True, error_model="numpy")
-def _add_class(i, k, Y, Z, sup, cnt, inS, mu):
-    """Pricing: put class k in row i's support with a little mass taken from its largest entry."""
-    r = sup[i, 0]
-    for q in range(cnt[i]):
-        if Y[i, sup[i, q]] > Y[i, r]:
-            r = sup[i, q]
-    eps = min(_EPS_NEW, 0.5 * Y[i, r])
-    Y[i, r] -= eps
-    Y[i, k] = eps
-    sup[i, cnt[i]] = k
-    cnt[i] += 1
-    inS[i, k] = True
+def _add_class(i, k, yv, zv, sup, cnt, mu):
+    """Pricing: put class k in row i's support (the caller made room), with a little mass
+    taken from the row's largest entry."""
+    c = cnt[i]
+    rq = 0
+    for q in range(c):
+        if yv[i, q] > yv[i, rq]:
+            rq = q
+    eps = min(_EPS_NEW, 0.5 * yv[i, rq])
+    yv[i, rq] -= eps
+    yv[i, c] = eps
+    sup[i, c] = k
+    cnt[i] = c + 1
     m = max(mu, 1e-12)
-    Z[i, k] = m / eps
-    if cnt[i] == 2:  # the row was fixed at a vertex: its old class becomes a variable too
-        Z[i, r] = m / Y[i, r]
+    zv[i, c] = m / eps
+    if c == 1:  # the row was fixed at a vertex: its old class becomes a variable too
+        zv[i, rq] = m / yv[i, rq]
+
+
+@njit(cache=True, error_model="numpy")
+def _has(sup, cnt, i, k):
+    for q in range(cnt[i]):
+        if sup[i, q] == k:
+            return True
+    return False
+
+
+@njit(cache=True, error_model="numpy")
+def _widen(a, width):
+    out = np.zeros((a.shape[0], width), dtype=a.dtype)
+    out[:, : a.shape[1]] = a
+    return out
 
 
 @njit(cache=True, error_model="numpy")
 def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     """Certified optimum of F by an interior-point method with column generation.
+
+    The supports are stored compactly (row ``i`` holds ``cnt[i]`` classes ``sup[i, :cnt[i]]``
+    with values ``yv[i, :cnt[i]]``), so an iteration touches O(N x support) memory; only the
+    certificate reads all N x K entries.
 
     Parameters
     ----------
@@ -453,21 +487,23 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         for k in range(K):
             s[k] += Y0[i, k]
     w = initial_w(s, u, lam, N, forward)
-    inS = np.zeros((N, K), dtype=np.bool_)
-    sup = np.zeros((N, K), dtype=np.int64)
+    W = min(K, _WIDTH)
+    sup = np.zeros((N, W), dtype=np.int64)
     cnt = np.zeros(N, dtype=np.int64)
-    Y = np.zeros((N, K))
-    Z = np.zeros((N, K))
+    yv = np.zeros((N, W))
+    zv = np.zeros((N, W))
     score = np.empty(K)
     top = min(_TOP, K)
     ew = _exp_w(w, allowed)
     for i in range(N):
         a, b, ya, _ = _br_row(sigma[i], ew, w, allowed)
+        c = 1
+        sup[i, 0] = a
+        if ya < 1.0 and b != a:
+            sup[i, 1] = b
+            c = 2
         for k in range(K):
             score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
-        inS[i, a] = True
-        if ya < 1.0:
-            inS[i, b] = True
         for _ in range(top):
             best = -1
             for k in range(K):
@@ -475,41 +511,46 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     best = k
             if best < 0:
                 break
-            inS[i, best] = True
             score[best] = -_INF
+            dup = False
+            for q in range(c):
+                if sup[i, q] == best:
+                    dup = True
+            if not dup:
+                sup[i, c] = best
+                c += 1
+        cnt[i] = c
     # every active class must receive mass (else KL(u||ybar) is infinite / its gradient is)
+    covered = np.zeros(K, dtype=np.bool_)
+    for i in range(N):
+        for q in range(cnt[i]):
+            covered[sup[i, q]] = True
     for k in range(K):
-        if not act[k]:
-            continue
-        covered = False
-        for i in range(N):
-            if inS[i, k]:
-                covered = True
-                break
-        if not covered:
+        if act[k] and not covered[k]:
             best = 0
             for i in range(1, N):
                 if sigma[i, k] > sigma[best, k]:
                     best = i
-            inS[best, k] = True
+            if cnt[best] == W:
+                W = min(K, 2 * W)
+                sup = _widen(sup, W)
+                yv = _widen(yv, W)
+                zv = _widen(zv, W)
+            sup[best, cnt[best]] = k
+            cnt[best] += 1
     # interior start: the warm start restricted to the support, mixed with the uniform label
     for i in range(N):
-        c = 0
+        c = cnt[i]
         tot = 0.0
-        for k in range(K):
-            if inS[i, k]:
-                sup[i, c] = k
-                c += 1
-                tot += Y0[i, k]
-        cnt[i] = c
         for q in range(c):
-            k = sup[i, q]
-            base = Y0[i, k] / tot if tot > 0 else 1.0 / c
-            Y[i, k] = 0.5 * base + 0.5 / c
+            tot += Y0[i, sup[i, q]]
+        for q in range(c):
+            base = Y0[i, sup[i, q]] / tot if tot > 0 else 1.0 / c
+            yv[i, q] = 0.5 * base + 0.5 / c
             if c > 1:
-                Z[i, k] = _MU0 / Y[i, k]
+                zv[i, q] = _MU0 / yv[i, q]
 
-    gs = np.empty(K)  # sigma_j - sigma_r on the reduced support
+    gs = np.empty(K)  # (sigma_j - sigma_r) / x on the reduced support
     idx = np.empty(K, dtype=np.int64)
     B = np.zeros((K, K))
     Lw = np.zeros((K, K))
@@ -521,10 +562,10 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     phi = np.zeros(K)
     Dg = np.zeros(K)
     x = np.empty(N)
-    basic = np.zeros(N, dtype=np.int64)
-    dY = np.zeros((N, K))
-    dZ = np.zeros((N, K))
-    Corr = np.zeros((N, K))
+    basic = np.zeros(N, dtype=np.int64)  # position of each row's largest entry
+    dyv = np.zeros((N, W))
+    dzv = np.zeros((N, W))
+    cv = np.zeros((N, W))
     S = np.empty((K, K))
     dh = np.empty(K)
     # per-row inverses of the reduced blocks, stored flat
@@ -537,6 +578,9 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     best_val = _INF
     n_iter = 0
     n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
+    ba = np.zeros(N, dtype=np.int64)
+    bb = np.zeros(N, dtype=np.int64)
+    bya = np.ones(N)
     while True:
         # --- state: x, s, mu ------------------------------------------------------------------
         for k in range(K):
@@ -547,17 +591,16 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             xi = 0.0
             for q in range(cnt[i]):
                 k = sup[i, q]
-                xi += sigma[i, k] * Y[i, k]
-                s[k] += Y[i, k]
+                xi += sigma[i, k] * yv[i, q]
+                s[k] += yv[i, q]
                 if cnt[i] > 1:
-                    yz += Y[i, k] * Z[i, k]
+                    yz += yv[i, q] * zv[i, q]
             if cnt[i] > 1:
                 nvar += cnt[i]
             x[i] = xi
         mu = yz / nvar if nvar > 0 else 0.0
-        # the full certificate costs a pass over all N x K entries: on large problems it is
-        # evaluated when the restricted problem is nearly solved (and every few iterations,
-        # for pricing)
+        # the full certificate costs a pass over all N x K entries: it is evaluated when the
+        # restricted problem is nearly solved, and every few iterations (for pricing)
         do_cert = True
         if nvar > 0 and n_iter < max_iter and n_iter % _PRICE_EVERY != 0:
             Fr = _phi(s, u, lam, N, forward)
@@ -566,13 +609,14 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             do_cert = not yz > tol * max(abs(Fr), 1.0)
         if do_cert:
             # --- certificate on the labels as they are returned (rows renormalised) ---------
+            Yc[:, :] = 0.0
             for i in range(N):
                 tot = 0.0
-                for k in range(K):
-                    tot += Y[i, k]
-                for k in range(K):
-                    Yc[i, k] = Y[i, k] / tot
-            F, q, wc = certificate(sigma, Yc, u, lam, forward)
+                for q in range(cnt[i]):
+                    tot += yv[i, q]
+                for q in range(cnt[i]):
+                    Yc[i, sup[i, q]] = yv[i, q] / tot
+            F, q, wc = _certificate_into(sigma, Yc, u, lam, forward, ba, bb, bya)
             n_pass += 1
             gap = F - q
             if gap != gap:
@@ -588,15 +632,23 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             # --- pricing: the restricted problem is (nearly) solved, the full one is not -----
             if nvar == 0 or (math.isfinite(gap) and yz <= 0.1 * gap):
                 added = 0
-                n_pass += 1
-                ew = _exp_w(wc, allowed)
-                for i in range(N):
-                    a, b, ya, _ = _br_row(sigma[i], ew, wc, allowed)
-                    if not inS[i, a]:
-                        _add_class(i, a, Y, Z, sup, cnt, inS, mu)
-                        added += 1
-                    if ya < 1.0 and not inS[i, b]:
-                        _add_class(i, b, Y, Z, sup, cnt, inS, mu)
+                for i in range(N):  # the certificate's best responses
+                    a = ba[i]
+                    b = bb[i]
+                    ya = bya[i]
+                    for t in range(2):
+                        k = a if t == 0 else b
+                        if (t == 1 and not ya < 1.0) or _has(sup, cnt, i, k):
+                            continue
+                        if cnt[i] == W:
+                            W = min(K, 2 * W)
+                            sup = _widen(sup, W)
+                            yv = _widen(yv, W)
+                            zv = _widen(zv, W)
+                            dyv = _widen(dyv, W)
+                            dzv = _widen(dzv, W)
+                            cv = _widen(cv, W)
+                        _add_class(i, k, yv, zv, sup, cnt, mu)
                         added += 1
                 if added == 0 and nvar == 0:
                     return best_Y, best_val, best_gap, n_iter, False, n_pass
@@ -615,7 +667,6 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             else:
                 phi[k] = 0.0
                 Dg[k] = 0.0
-            c_vec[k] = 0.0
             for j in range(K):
                 M[k, j] = 0.0
         total = 0
@@ -631,26 +682,26 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             m = cnt[i]
             if m < 2:
                 continue
-            r = sup[i, 0]
-            for qq in range(m):
-                if Y[i, sup[i, qq]] > Y[i, r]:
-                    r = sup[i, qq]
-            basic[i] = r
+            rq = 0
+            for q in range(m):
+                if yv[i, q] > yv[i, rq]:
+                    rq = q
+            basic[i] = rq
+            r = sup[i, rq]
             xi = x[i]
-            dr = Z[i, r] / Y[i, r]
+            dr = zv[i, rq] / yv[i, rq]
             n1 = 0
-            for qq in range(m):
-                k = sup[i, qq]
-                if k == r:
+            for q in range(m):
+                if q == rq:
                     continue
-                idx[n1] = k
-                gs[n1] = (sigma[i, k] - sigma[i, r]) / xi
+                idx[n1] = sup[i, q]
+                gs[n1] = (sigma[i, sup[i, q]] - sigma[i, r]) / xi
                 n1 += 1
             for p1 in range(n1):
                 for p2 in range(n1):
                     B[p1, p2] = gs[p1] * gs[p2] + dr
-                k = idx[p1]
-                B[p1, p1] += Z[i, k] / Y[i, k]
+                q = p1 if p1 < rq else p1 + 1
+                B[p1, p1] += zv[i, q] / yv[i, q]
             if not _chol_inverse(B, n1, Lw, Liw, G):
                 ok = False
                 break
@@ -678,7 +729,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             S[a, a] += 1.0
         # Mehrotra: affine-scaling predictor, then the centred, second-order corrected step
         ap, ad = _direction(
-            sigma, Y, Z, x, phi, sup, cnt, basic, gbuf, goff, S, dh, 0.0, Corr, False, dY, dZ,
+            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, 0.0, cv, False, dyv, dzv,
             idx, rhs, c_vec, 1.0,
         )  # fmt: skip
         if not ap >= 0:
@@ -687,119 +738,101 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         for i in range(N):
             if cnt[i] < 2:
                 continue
-            for qq in range(cnt[i]):
-                k = sup[i, qq]
-                mu_aff += (Y[i, k] + ap * dY[i, k]) * (Z[i, k] + ad * dZ[i, k])
-                Corr[i, k] = dY[i, k] * dZ[i, k]
+            for q in range(cnt[i]):
+                mu_aff += (yv[i, q] + ap * dyv[i, q]) * (zv[i, q] + ad * dzv[i, q])
+                cv[i, q] = dyv[i, q] * dzv[i, q]
         mu_aff /= nvar
         cen = min(max((mu_aff / mu) ** 3, 0.0), 1.0) if mu > 0 else 0.0
         tau = max(_TAU, 1.0 - mu)
         ap, ad = _direction(
-            sigma, Y, Z, x, phi, sup, cnt, basic, gbuf, goff, S, dh, cen * mu, Corr, True, dY,
-            dZ, idx, rhs, c_vec, tau,
+            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, cen * mu, cv, True, dyv,
+            dzv, idx, rhs, c_vec, tau,
         )  # fmt: skip
         if not ap >= 0:
             return best_Y, best_val, best_gap, n_iter, False, n_pass
         for i in range(N):
-            m = cnt[i]
-            if m < 2:
+            if cnt[i] < 2:
                 continue
-            for qq in range(m):
-                k = sup[i, qq]
-                Y[i, k] += ap * dY[i, k]
-                Z[i, k] += ad * dZ[i, k]
-                if not Y[i, k] > 0:  # rounding at the boundary: stay interior
-                    Y[i, k] = 1e-300
-                if not Z[i, k] > 0:
-                    Z[i, k] = 1e-300
+            for q in range(cnt[i]):
+                yv[i, q] += ap * dyv[i, q]
+                zv[i, q] += ad * dzv[i, q]
+                if not yv[i, q] > 0:  # rounding at the boundary: stay interior
+                    yv[i, q] = 1e-300
+                if not zv[i, q] > 0:
+                    zv[i, q] = 1e-300
 
 
 @njit(cache=True, error_model="numpy")
 def _direction(
-    sigma, Y, Z, x, phi, sup, cnt, basic, gbuf, goff, S, dh, target, Corr, corrected, dY, dZ,
+    sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, target, cv, corrected, dyv, dzv,
     idx, rhs, c_vec, tau,
 ):  # fmt: skip
     """One interior-point direction given the factored rows (``gbuf``) and Schur matrix ``S``.
 
-    The complementarity target of entry ``(i, k)`` is ``target - Corr[i, k]`` (Mehrotra's
-    second-order term when ``corrected``). Writes ``dY``, ``dZ``; returns the primal and dual
-    step lengths to ``tau`` of the way to the boundary (``(-1, -1)`` on a failure).
+    The complementarity target of entry ``(i, q)`` is ``target - cv[i, q]`` (Mehrotra's
+    second-order term when ``corrected``). Writes ``dyv``, ``dzv``; returns the primal and
+    dual step lengths to ``tau`` of the way to the boundary (``(-1, -1)`` on a failure).
     """
-    N = Y.shape[0]
-    K = Y.shape[1]
+    N = yv.shape[0]
+    K = c_vec.shape[0]
     for k in range(K):
         c_vec[k] = 0.0
-    # c = sum_i P_i' G_i rhs_i
-    for i in range(N):
-        m = cnt[i]
-        if m < 2:
-            continue
-        r = basic[i]
-        xi = x[i]
-        tr = target - Corr[i, r] if corrected else target
-        rr = sigma[i, r] / xi - phi[r] + tr / Y[i, r]
-        n1 = 0
-        for qq in range(m):
-            k = sup[i, qq]
-            if k == r:
-                continue
-            idx[n1] = k
-            tk = target - Corr[i, k] if corrected else target
-            rhs[n1] = (sigma[i, k] / xi - phi[k] + tk / Y[i, k]) - rr
-            n1 += 1
-        o = goff[i]
-        tot_v = 0.0
-        for p1 in range(n1):
-            v = 0.0
-            for p2 in range(n1):
-                v += gbuf[o + p1 * n1 + p2] * rhs[p2]
-            c_vec[idx[p1]] += v
-            tot_v += v
-        c_vec[r] -= tot_v
-    t, good = _chol_solve(S, dh * c_vec)
-    if not good:
-        return -1.0, -1.0
-    p = dh * t
     ap = 1.0
     ad = 1.0
-    for i in range(N):
-        m = cnt[i]
-        if m < 2:
-            continue
-        r = basic[i]
-        xi = x[i]
-        tr = target - Corr[i, r] if corrected else target
-        rr = sigma[i, r] / xi - phi[r] + tr / Y[i, r] - p[r]
-        n1 = 0
-        for qq in range(m):
-            k = sup[i, qq]
-            if k == r:
-                continue
-            idx[n1] = k
-            tk = target - Corr[i, k] if corrected else target
-            rhs[n1] = (sigma[i, k] / xi - phi[k] + tk / Y[i, k] - p[k]) - rr
-            n1 += 1
-        o = goff[i]
-        tot_d = 0.0
-        for p1 in range(n1):
-            v = 0.0
-            for p2 in range(n1):
-                v += gbuf[o + p1 * n1 + p2] * rhs[p2]
-            dY[i, idx[p1]] = v
-            tot_d += v
-        dY[i, r] = -tot_d
-        for qq in range(m):
-            k = sup[i, qq]
-            dy = dY[i, k]
-            tk = target - Corr[i, k] if corrected else target
-            dz = (tk - Y[i, k] * Z[i, k] - Z[i, k] * dy) / Y[i, k]
-            dZ[i, k] = dz
-            if not (math.isfinite(dy) and math.isfinite(dz)):
+    for sweep in range(2):  # 0: c = sum_i P_i' G_i rhs_i ; 1: back substitution with p
+        if sweep == 1:
+            t, good = _chol_solve(S, dh * c_vec)
+            if not good:
                 return -1.0, -1.0
-            if dy < 0:
-                ap = min(ap, -tau * Y[i, k] / dy)
-            if dz < 0:
-                ad = min(ad, -tau * Z[i, k] / dz)
+            p = dh * t
+        else:
+            p = np.zeros(K)
+        ap = 1.0
+        ad = 1.0
+        for i in range(N):
+            m = cnt[i]
+            if m < 2:
+                continue
+            rq = basic[i]
+            r = sup[i, rq]
+            xi = x[i]
+            tr = target - cv[i, rq] if corrected else target
+            rr = sigma[i, r] / xi - phi[r] + tr / yv[i, rq] - p[r]
+            n1 = 0
+            for q in range(m):
+                if q == rq:
+                    continue
+                k = sup[i, q]
+                idx[n1] = k
+                tk = target - cv[i, q] if corrected else target
+                rhs[n1] = (sigma[i, k] / xi - phi[k] + tk / yv[i, q] - p[k]) - rr
+                n1 += 1
+            o = goff[i]
+            tot = 0.0
+            for p1 in range(n1):
+                v = 0.0
+                for p2 in range(n1):
+                    v += gbuf[o + p1 * n1 + p2] * rhs[p2]
+                tot += v
+                if sweep == 0:
+                    c_vec[idx[p1]] += v
+                else:
+                    dyv[i, p1 if p1 < rq else p1 + 1] = v
+            if sweep == 0:
+                c_vec[r] -= tot
+                continue
+            dyv[i, rq] = -tot
+            for q in range(m):
+                dy = dyv[i, q]
+                tk = target - cv[i, q] if corrected else target
+                dz = (tk - yv[i, q] * zv[i, q] - zv[i, q] * dy) / yv[i, q]
+                dzv[i, q] = dz
+                if not (math.isfinite(dy) and math.isfinite(dz)):
+                    return -1.0, -1.0
+                if dy < 0:
+                    ap = min(ap, -tau * yv[i, q] / dy)
+                if dz < 0:
+                    ad = min(ad, -tau * zv[i, q] / dz)
     return ap, ad
 
 

