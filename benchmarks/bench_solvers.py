@@ -159,7 +159,8 @@ def bench(configs, kinds, repeat, conic_limit, hard=False):
             ref = conic[1]
             res = {}
             res["default"] = run_skcce(P, lam, "auto", repeat)
-            res["torch"] = run_skcce(P, lam, "auto", 1 if big else repeat, compiled=False)
+            # (one run of the torch path on the hard cases: there it may take seconds)
+            res["torch"] = run_skcce(P, lam, "auto", 1 if big or hard else repeat, compiled=False)
             if not hard:
                 res["pgd"] = run_skcce(P, lam, "pgd", 1 if big else repeat)
                 res["em"] = run_skcce(P, lam, "em", 1, max_iter=300 if big else 5000)

@@ -1025,13 +1025,18 @@ def solve_collision_numba(
     forward = fairness == "forward"
     Y0 = sigma if init is None else np.ascontiguousarray(init, dtype=np.float64)
     Y0 = _start(Y0, u, forward)
+    low = labels_dtype is not None and np.dtype(labels_dtype) != np.float64
+    if low:  # leave room for the rounding of the labels to their dtype
+        tol_run = 0.1 * float(tol)
+    else:
+        tol_run = float(tol)
     if method == "em":
-        Y, value, gap, n_iter, ok = em_solve(sigma, u, float(lam), Y0, float(tol), int(max_iter))
+        Y, value, gap, n_iter, ok = em_solve(sigma, u, float(lam), Y0, tol_run, int(max_iter))
     else:
         Y, value, gap, n_iter, ok, n_pass = ipm_solve(
-            sigma, u, float(lam), forward, Y0, float(tol), int(max_iter)
+            sigma, u, float(lam), forward, Y0, tol_run, int(max_iter)
         )
-    if labels_dtype is not None and np.dtype(labels_dtype) != np.float64:
+    if low:
         Y = Y.astype(labels_dtype)
         Yd = Y.astype(np.float64)
         value, q, _ = certificate(sigma, Yd, u, float(lam), forward)

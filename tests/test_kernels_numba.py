@@ -106,7 +106,7 @@ def response_cases(draw):
     return P, w, active, fairness
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(response_cases())
 def test_best_responses_match_torch(case):
     P, w, active, fairness = case
