@@ -49,6 +49,7 @@ _INF = np.inf
 _TAU = 0.995  # fraction to the boundary of an interior-point step
 _MU0 = 0.1  # first complementarity of the interior point
 _EPS_NEW = 0.05  # mass given to a class when pricing adds it to a row's support
+_REG = 1e-8  # primal regularisation of each row's reduced block
 _WIDTH = 8  # first capacity of a row's support (grows by doubling when pricing needs it)
 _PRICE_EVERY = 4  # the certificate (and pricing) at least every this many iterations
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
@@ -701,7 +702,9 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 for p2 in range(n1):
                     B[p1, p2] = gs[p1] * gs[p2] + dr
                 q = p1 if p1 < rq else p1 + 1
-                B[p1, p1] += zv[i, q] / yv[i, q]
+                # (+ _REG: a row whose classes tie has no curvature of its own; as z -> 0 on
+                # an interior optimum its block would become singular)
+                B[p1, p1] += zv[i, q] / yv[i, q] + _REG
             if not _chol_inverse(B, n1, Lw, Liw, G):
                 ok = False
                 break
@@ -782,6 +785,13 @@ def _direction(
     for sweep in range(2):  # 0: c = sum_i P_i' G_i rhs_i ; 1: back substitution with p
         if sweep == 1:
             t, good = _chol_solve(S, dh * c_vec)
+            if not good:  # lost definiteness to rounding: a slightly regularised system
+                big = 0.0
+                for k in range(K):
+                    big = max(big, S[k, k])
+                for k in range(K):
+                    S[k, k] += 1e-12 * big
+                t, good = _chol_solve(S, dh * c_vec)
             if not good:
                 return -1.0, -1.0
             p = dh * t
