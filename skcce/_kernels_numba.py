@@ -977,7 +977,7 @@ def em_solve(sigma, u, lam, Y0, tol, max_iter):
 
 # ----- Python entry -----------------------------------------------------------------------------
 class NumbaResult(NamedTuple):
-    """Result of :func:`solve_collision_numba` (float64 labels)."""
+    """Result of :func:`solve_collision_numba` (labels in ``labels_dtype``, default float64)."""
 
     labels: np.ndarray
     objective: float
