@@ -4,8 +4,8 @@
 epoch loop; ``_step``: the train step), ``_inference`` (soft assignments, sharded under data
 parallelism), ``_callbacks`` (the callback protocol, progress bar), ``_checkpoint``
 (checkpoint callback and resume), ``_distributed`` (data-parallel context), ``_device`` (the
-device resolver), ``_io`` (atomic writes). Nothing here validates user input or imports an
-estimator.
+device resolver), ``_io`` (atomic writes), ``_threads`` (scoped thread counts). Nothing here
+validates user input or imports an estimator.
 """
 
 from skcce._engine._inference import infer_proba
