@@ -1,14 +1,22 @@
-"""skcce: collision cross-entropy self-labeled clustering for scikit-learn and PyTorch."""
+"""skcce: collision cross-entropy self-labeled clustering for scikit-learn and PyTorch.
 
-from skcce._clustering import CCEClustering
-from skcce._engine._checkpoint import CheckpointMismatchError
-from skcce._engine._train import FitInterruptedWarning
-from skcce._feature_extraction import FeatureExtractor
+The public names are imported on first use (module ``__getattr__``, PEP 562), so that
+``import skcce`` and ``skcce --help`` do not import torch.
+"""
+
 from skcce._legacy import install as _install_legacy_paths
 
 _install_legacy_paths()
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it (imported on first access)
+_LAZY = {
+    "CCEClustering": "skcce._clustering",
+    "CheckpointMismatchError": "skcce._engine._checkpoint",
+    "FeatureExtractor": "skcce._feature_extraction",
+    "FitInterruptedWarning": "skcce._engine._train",
+}
 
 __all__ = [
     "CCEClustering",
@@ -17,3 +25,18 @@ __all__ = [
     "FitInterruptedWarning",
     "__version__",
 ]
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'skcce' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -24,6 +24,7 @@ from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
 from skcce._engine._inference import infer_proba
 from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
+from skcce._engine._threads import thread_limit
 from skcce._engine._train import FitInterruptedWarning, TrainConfig, run_single
 from skcce.metrics import mutual_information
 from skcce.solvers import METHODS as SOLVER_METHODS
@@ -183,6 +184,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         is loaded without training. A checkpoint written with other settings or other data
         raises :class:`skcce.CheckpointMismatchError` (a ``ValueError``) naming the
         differences: delete it, or pass another path, to start afresh.
+    n_threads : int or None, default=None
+        CPU threads for the estimator's own work in ``fit``, ``predict``, ``predict_proba``
+        and ``score``: torch's intra-op threads and the BLAS pools (threadpoolctl), set on
+        entry and restored on exit (also when the call raises). None ("auto"): 1 thread for
+        the linear head (its small products and the pseudo-label solver gain nothing from
+        more, and lose much on a shared machine), torch's current setting for every other
+        model (convolutions do use the threads). An integer is used as given, for every model.
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffling and restarts through a local ``torch.Generator``
         (no global seeding). Under data parallelism rank 0's seeds are broadcast.
@@ -301,6 +309,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "amp": ["boolean"],
         "distributed": [StrOptions({"auto"}), "boolean"],
         "checkpoint": [str, os.PathLike, None],
+        "n_threads": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -332,6 +341,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         amp=False,
         distributed="auto",
         checkpoint=None,
+        n_threads=None,
         random_state=None,
         verbose=0,
         em_tol="deprecated",
@@ -361,6 +371,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.amp = amp
         self.distributed = distributed
         self.checkpoint = checkpoint
+        self.n_threads = n_threads
         self.random_state = random_state
         self.verbose = verbose
         self.em_tol = em_tol
@@ -616,6 +627,16 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self : CCEClustering
             The fitted estimator.
         """
+        with thread_limit(self._thread_count()):
+            return self._fit(X)
+
+    def _thread_count(self):
+        """The thread count of ``n_threads`` (None: leave torch's setting alone)."""
+        if self.n_threads is not None:
+            return self.n_threads
+        return 1 if _defaults.regime(self.model) == "linear" else None
+
+    def _fit(self, X):
         X = self._validate_X(X, reset=True)
         plan = self._plan(X)
         callbacks, resume = self._callbacks(X, plan)
@@ -748,6 +769,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             float64 rows summing to 1.
         """
         check_is_fitted(self)
+        with thread_limit(self._thread_count()):
+            return self._predict_proba(X)
+
+    def _predict_proba(self, X):
         X = self._validate_X(X, reset=False)
         layout = detect_layout(X, self.model)
         if sample_shape(X, layout) != self.input_shape_:
@@ -819,4 +844,5 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 io.BytesIO(module), map_location=device, weights_only=False
             )
             state["device_"] = device
+        state.setdefault("n_threads", None)  # pickles from before 0.3: "auto"
         super().__setstate__(state)

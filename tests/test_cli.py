@@ -22,6 +22,29 @@ def test_python_m_skcce_help():
     assert "demo" in out.stdout and "cluster" in out.stdout
 
 
+_COLD_START = """
+import contextlib, io, sys
+import skcce
+print("import", "torch" in sys.modules)
+from skcce.cli import main
+for args in (["--help"], ["cluster", "--help"], ["demo", "--help"], ["reproduce", "--help"]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        main(args)
+print("help", "torch" in sys.modules)
+skcce.CCEClustering  # the lazy public names still resolve (and bring torch)
+print("attr", "torch" in sys.modules, sorted(set(skcce.__all__) - set(dir(skcce))))
+"""
+
+
+def test_import_and_help_do_not_import_torch():
+    """Cold start (issue 14): ``import skcce`` and the CLI's --help parsing leave torch
+    unimported; the public names load it on first access."""
+    out = subprocess.run(
+        [sys.executable, "-c", _COLD_START], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split("\n")[:3] == ["import False", "help False", "attr True []"]
+
+
 def test_demo_prints_comparison_table(monkeypatch, capsys):
     X, y = sklearn.datasets.load_digits(return_X_y=True)
     keep = np.isin(y, [0, 1, 2])

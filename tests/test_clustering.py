@@ -485,3 +485,84 @@ def test_public_names():
     assert skcce.CheckpointMismatchError is CheckpointMismatchError
     assert issubclass(skcce.CheckpointMismatchError, ValueError)
     assert set(skcce.__all__) >= {"CCEClustering", "FeatureExtractor", "FitInterruptedWarning"}
+
+
+# ----- threads (n_threads) ------------------------------------------------------------------------
+@pytest.fixture
+def torch_threads():
+    """Set torch's threads to 2 for the test and restore the caller's count afterwards."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield 2
+    torch.set_num_threads(old)
+
+
+def _spy_threads(monkeypatch, name, fail=False):
+    """Wrap skcce._clustering.<name>, recording torch's thread count when it runs."""
+    import skcce._clustering as mod
+
+    seen = []
+    real = getattr(mod, name)
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        if fail:
+            raise RuntimeError("boom")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mod, name, spy)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("model", "n_threads", "expected"), [("linear", None, 1), ("linear", 3, 3)]
+)
+def test_fit_and_predict_threads_scoped_and_restored(
+    blobs, model, n_threads, expected, torch_threads, monkeypatch
+):
+    X, _ = blobs
+    seen_fit = _spy_threads(monkeypatch, "run_single")
+    seen_predict = _spy_threads(monkeypatch, "infer_proba")
+    est = CCEClustering(n_clusters=3, model=model, n_threads=n_threads, n_init=1, max_epochs=1)
+    est.fit(X)
+    assert torch.get_num_threads() == torch_threads
+    est.predict(X)
+    est.score(X)
+    assert torch.get_num_threads() == torch_threads
+    assert seen_fit and set(seen_fit) == {expected}
+    assert seen_predict and set(seen_predict) == {expected}
+    assert est.get_params()["n_threads"] == n_threads  # the parameter is never changed
+
+
+def test_deep_model_keeps_torch_threads(torch_threads):
+    from skcce._engine._threads import thread_limit
+
+    est = CCEClustering(n_clusters=3, model="vgg4")
+    assert est._thread_count() is None  # "auto" leaves torch's setting for image models
+    with thread_limit(est._thread_count()):
+        assert torch.get_num_threads() == torch_threads
+
+
+def test_threads_restored_when_fit_raises(blobs, torch_threads, monkeypatch):
+    X, _ = blobs
+    seen = _spy_threads(monkeypatch, "run_single", fail=True)
+    with pytest.raises(RuntimeError, match="boom"):
+        CCEClustering(n_clusters=3, n_init=1, max_epochs=1).fit(X)
+    assert seen == [1]
+    assert torch.get_num_threads() == torch_threads
+
+
+def test_threads_limit_blas_pools_and_restore():
+    from threadpoolctl import threadpool_info
+
+    from skcce._engine._threads import thread_limit
+
+    before = [p["num_threads"] for p in threadpool_info()]
+    with thread_limit(1):
+        assert all(p["num_threads"] == 1 for p in threadpool_info())
+    assert [p["num_threads"] for p in threadpool_info()] == before
+
+
+def test_invalid_n_threads(blobs):
+    with pytest.raises(InvalidParameterError, match="n_threads"):
+        CCEClustering(n_threads=0).fit(blobs[0])

@@ -123,10 +123,19 @@ def test_kinked_optimum_is_certified_by_newton_itself():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_large_lam_float32_tie_does_not_raise(dtype):
+def test_large_lam_float32_tie_does_not_raise(dtype, monkeypatch):
     """lam >> N runs the smoothed warm start; in float32 its Hessian used to round to a
     singular matrix (torch.linalg.solve raised) on a single tied row."""
+    from skcce.solvers import _compiled
+
+    pytest.importorskip("numba")
     P = torch.tensor([[0.5, 0.5]], dtype=dtype)
+    monkeypatch.setattr(_compiled, "ENABLED", True)
+    # the compiled path certifies in float64 (the float32 labels are the exact optimum here)
+    fast = solve_pseudo_labels(P, lam=1e6, max_iter=200)
+    assert fast.labels.dtype == dtype and fast.converged
+    torch.testing.assert_close(fast.labels, torch.full_like(P, 0.5))
+    monkeypatch.setattr(_compiled, "ENABLED", False)  # the torch reference path
     res = solve_pseudo_labels(P, lam=1e6, max_iter=200)
     assert res.labels.dtype == dtype
     assert bool(torch.isfinite(res.labels).all())

@@ -60,19 +60,24 @@ def kmeans_factory(n_clusters):
 
 
 def markdown_table(rows, reference="KMeans(n_init=10)"):
-    """Rows of :func:`evaluate` as a markdown table with accuracy and time ratios."""
+    """Rows of :func:`evaluate` as a markdown table with accuracy and time ratios (and a
+    "solver share of fit time" column when a row has ``solver_share``)."""
     ref = next((r for r in rows if r["name"] == reference), None)
+    share = any("solver_share" in r for r in rows)
     lines = [
         "| method | accuracy mean (std) | per seed | NMI | ARI | fit time (s) | smallest cluster"
-        " | acc / ref | time / ref |",
-        "|---|---|---|---|---|---|---|---|---|",
+        " | acc / ref | time / ref |" + (" solver share of fit time |" if share else ""),
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if share else ""),
     ]
     for r in rows:
         acc_ratio = f"{r['acc'] / ref['acc']:.2f}" if ref else "-"
         time_ratio = f"{r['time'] / ref['time']:.2f}" if ref else "-"
-        lines.append(
+        line = (
             f"| {r['name']} | {r['acc']:.3f} ({r['acc_std']:.3f}) | {r['accs']} | {r['nmi']:.3f}"
             f" | {r['ari']:.3f} | {r['time']:.2f} | {r['min_cluster']} | {acc_ratio}"
             f" | {time_ratio} |"
         )
+        if share:
+            line += f" {r['solver_share']:.0%} |" if "solver_share" in r else " – |"
+        lines.append(line)
     return "\n".join(lines)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import torch
 
-from skcce.solvers import _em, _newton, _pgd, _sinkhorn
+from skcce.solvers import _compiled, _em, _newton, _pgd, _sinkhorn
 from skcce.solvers._common import PseudoLabelResult, trivial_labels
 from skcce.solvers._duality import Problem
 from skcce.solvers._validation import METHODS as METHODS
@@ -129,11 +129,17 @@ def _solve(problem, method, init=None, *, tol, max_iter=None) -> PseudoLabelResu
 
     The engine's path: ``problem`` is a :class:`~skcce.solvers._duality.Problem` built from
     rows already on the simplex and a prior tensor (see :func:`make_problem`), ``method`` a
-    value of :func:`resolve_method`. Nothing is checked here.
+    value of :func:`resolve_method`. Nothing is checked here. On CPU, for the collision loss
+    with ``"newton"`` or ``"em"``, the compiled kernels answer first when enabled
+    (:mod:`skcce.solvers._compiled`); the torch method runs when they do not apply or do not
+    certify.
     """
     if method != "sinkhorn" and (problem.k == 1 or problem.lam == 0):
         Y = trivial_labels(problem)
         return PseudoLabelResult(Y, float(problem.objective(Y)), 0.0, 0, True, method)
+    fast = _compiled.solve(problem, method, init, tol=tol, max_iter=max_iter)
+    if fast is not None:  # certified by the compiled kernels (CPU, collision loss)
+        return fast
     return _SOLVERS[method](problem, init, tol=tol, max_iter=max_iter)
 
 

@@ -1,0 +1,1074 @@
+r"""Compiled CPU kernels (numba) for the exact collision-loss pseudo-label solver.
+
+Self-contained: NumPy float64 arrays in and out, nothing imported from skcce, so that the
+kernels can be tested against the torch reference (:mod:`skcce.solvers._duality`,
+:mod:`skcce.solvers._newton`, :mod:`skcce.solvers._em`) on their own. Every kernel is
+``@njit(cache=True)``: compiled once per machine and loaded from numba's on-disk cache by later
+processes; ``error_model="numpy"`` gives IEEE results (``inf``, ``nan``) for a division by
+zero, as in the torch reference.
+
+The problem (supplement of Zhang & Boykov, summed-rows convention of :mod:`skcce.losses`) is
+
+.. math::  \min_{Y} F(Y) = -\sum_i \ln \sigma_i^\top y_i + \Phi(s), \qquad s = \sum_i y_i,
+           \quad y_i \in \Delta_K ,
+
+with :math:`\Phi(s) = \lambda KL(u \| s/N)` (``fairness="reverse"``, loss (b)) or
+:math:`\lambda KL(s/N \| u)` (``"forward"``, loss (a)).
+
+What is here
+------------
+* Exact row best responses :math:`\psi_i(w) = \min_{y \in \Delta} -\ln \sigma_i^\top y - w^\top y`
+  (:func:`best_responses`), the dual :math:`q(w)` and the certified gap ``F(Y) - q(w(Y))``
+  (:func:`certificate`) with the multiplier ``w(Y)`` of ``Problem.initial_w`` in
+  :mod:`skcce.solvers._duality`: the same bound the torch path certifies with.
+* :func:`ipm_solve`: the exact solver. Column generation on the *primal*: each row keeps a
+  small support (the classes its best responses used, plus its best vertices); the restricted
+  problem is solved by a primal-dual interior-point method whose Newton system, after
+  eliminating every row (a block of the support's size), is one K x K positive definite system
+  (the Schur complement on the column sums ``s``). After each step the full certificate is
+  evaluated with exact best responses over *all* classes; when the restricted problem is
+  solved but the certificate is not, the classes of the rows' best responses are added
+  (pricing) and the interior-point iteration continues. At a restricted optimum whose
+  supports contain every row's best response the gap is zero, so the loop ends certified.
+  Ties between a row's classes, exact zeros in ``sigma``, K = 2 and large ``lam`` (an LP-like
+  dual) need no special case: the optimum mixes classes inside a row where it must.
+* :func:`em_solve`: the paper's EM (Algorithm 1's inner loop: E-step and the exact M-step of
+  Theorem 1 / section 3 by safeguarded Newton on the scalar ``x``), with the torch path's
+  certification schedule, for EM-vs-Newton comparisons between equally compiled code.
+* :func:`solve_collision_numba`: the thin entry used by :mod:`skcce.solvers._compiled`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+_INF = np.inf
+_TAU = 0.995  # fraction to the boundary of an interior-point step
+_MU0 = 0.1  # first complementarity of the interior point
+_EPS_NEW = 0.05  # mass given to a class when pricing adds it to a row's support
+_REG = 1e-8  # primal regularisation of each row's reduced block
+_WIDTH = 8  # first capacity of a row's support (grows by doubling when pricing needs it)
+_PRICE_EVERY = 4  # the certificate (and pricing) at least every this many iterations
+_TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
+_EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce.solvers._em)
+_CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as skcce.solvers)
+
+
+# ----- row best responses ------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _br_candidate(s, ew, wm, allowed):
+    """Candidate maximiser of ln(s'y) + wm'y on the simplex for one row (``ew``: see
+    :func:`_exp_w`).
+
+    The maximiser lies on the upper concave envelope of the points ``(s_k, wm_k)``, along
+    which ``h(x) = ln x + env(x)`` is concave: it is the best envelope vertex or a point of a
+    segment that ends there. The candidate takes the best point ``b`` (largest
+    ``s_b exp(wm_b)``, usually that vertex) and the segment from ``b`` to the point of smallest
+    slope on its left (largest on its right), with the stationary point ``x = -1/slope`` of
+    ``h``: two passes over the classes. :func:`_br_row` checks it and falls back to the walk.
+    """
+    K = s.shape[0]
+    b = -1
+    vb = -_INF
+    for k in range(K):
+        if allowed[k]:
+            v = s[k] * ew[k]
+            if b < 0 or v > vb:
+                b = k
+                vb = v
+    sb = s[b]
+    wb = wm[b]
+    if not sb > 0.0:
+        return b, b, 1.0, _INF
+    jl = -1
+    rl = _INF  # smallest slope to a point on the left
+    jr = -1
+    rr = -_INF  # largest slope to a point on the right
+    for k in range(K):
+        if not allowed[k]:
+            continue
+        sk = s[k]
+        # slopes compared by cross-multiplication (one division per new extreme only)
+        if sk < sb:
+            if jl < 0 or wb - wm[k] < rl * (sb - sk):
+                rl = (wb - wm[k]) / (sb - sk)
+                jl = k
+        elif sk > sb:
+            if jr < 0 or wm[k] - wb > rr * (sk - sb):
+                rr = (wm[k] - wb) / (sk - sb)
+                jr = k
+    inv = 1.0 / sb
+    if jr >= 0 and inv + rr > 0.0:  # h increases to the right of b
+        xs = -1.0 / rr
+        sj = s[jr]
+        yj = (xs - sb) / (sj - sb)
+        yj = min(max(yj, 0.0), 1.0)
+        yb = 1.0 - yj
+        x = yb * sb + yj * sj
+        return b, jr, yb, -math.log(x) - (yb * wb + yj * wm[jr])
+    if jl >= 0 and inv + rl < 0.0:  # h decreases to the left of b: the maximum is left
+        xs = -1.0 / rl
+        sj = s[jl]
+        yb = (xs - sj) / (sb - sj)
+        yb = min(max(yb, 0.0), 1.0)
+        yj = 1.0 - yb
+        x = yb * sb + yj * sj
+        return b, jl, yb, -math.log(x) - (yb * wb + yj * wm[jl])
+    return b, b, 1.0, -math.log(sb) - wb
+
+
+@njit(cache=True, error_model="numpy")
+def _br_walk(s, wm, allowed):
+    """Exact maximiser by a walk along the upper envelope from its right end (largest ``s``)."""
+    K = s.shape[0]
+    v = -1
+    for k in range(K):
+        if not allowed[k]:
+            continue
+        if v < 0 or s[k] > s[v] or (s[k] == s[v] and wm[k] > wm[v]):
+            v = k
+    while True:
+        sv = s[v]
+        wv = wm[v]
+        if not sv > 0.0:
+            return v, v, 1.0, _INF
+        j = -1
+        rho = _INF
+        for k in range(K):
+            if not allowed[k]:
+                continue
+            sk = s[k]
+            if sk < sv:
+                r = (wv - wm[k]) / (sv - sk)
+                if r < rho or (r == rho and j >= 0 and sk < s[j]):
+                    rho = r
+                    j = k
+        if j < 0 or 1.0 / sv + rho >= 0.0:
+            return v, v, 1.0, -math.log(sv) - wv
+        xs = -1.0 / rho
+        sj = s[j]
+        if xs > sj:
+            yv = min((xs - sj) / (sv - sj), 1.0)
+            yj = 1.0 - yv
+            x = yv * sv + yj * sj
+            return v, j, yv, -math.log(x) - (yv * wv + yj * wm[j])
+        v = j
+
+
+@njit(cache=True, error_model="numpy")
+def _br_row(s, ew, wm, allowed):
+    """Exact maximiser of ln(s'y) + wm'y on the simplex for one row (``ew = _exp_w(wm)``).
+
+    The candidate of :func:`_br_candidate` is accepted when it passes the optimality
+    conditions ``s_k / x + wm_k <= s_a / x + wm_a`` (every class ``k``, every class ``a`` of the
+    support, ``x = s'y``, within 64 ulp); otherwise the envelope walk :func:`_br_walk` decides.
+    Returns ``(a, b, ya, psi)``: the labels put ``ya`` on class ``a`` and ``1 - ya`` on class
+    ``b`` (``a == b`` for a vertex), and ``psi = -ln(s'y) - wm'y`` (``+inf`` if no allowed class
+    has ``s > 0``).
+    """
+    a, b, ya, psi = _br_candidate(s, ew, wm, allowed)
+    if psi == _INF:
+        return a, b, ya, psi
+    x = ya * s[a] + (1.0 - ya) * s[b]
+    inv = 1.0 / x
+    lo = s[a] * inv + wm[a]
+    if ya < 1.0:
+        lo = min(lo, s[b] * inv + wm[b])
+    tol = 64 * 2.220446049250313e-16 * (1.0 + abs(lo))
+    for k in range(s.shape[0]):
+        if allowed[k] and s[k] * inv + wm[k] > lo + tol:
+            return _br_walk(s, wm, allowed)
+    return a, b, ya, psi
+
+
+@njit(cache=True, error_model="numpy")
+def _exp_w(wm, allowed):
+    """``exp(wm - max wm)`` over the allowed classes: ranks the vertices ``s_k exp(wm_k)``
+    without a logarithm per entry (an underflow only costs the exact fallback of a row)."""
+    K = wm.shape[0]
+    top = -_INF
+    for k in range(K):
+        if allowed[k] and wm[k] > top:
+            top = wm[k]
+    ew = np.zeros(K)
+    for k in range(K):
+        if allowed[k]:
+            ew[k] = math.exp(wm[k] - top)
+    return ew
+
+
+@njit(cache=True, error_model="numpy")
+def best_responses(sigma, wm, allowed):
+    """Exact best responses of every row.
+
+    Parameters
+    ----------
+    sigma : ndarray of shape (N, K)
+        Predictions, rows on the simplex.
+    wm : ndarray of shape (K,)
+        Dual variables; entries of classes that may not be chosen are ignored.
+    allowed : ndarray of bool, shape (K,)
+        Classes a row may choose (forward fairness: the classes of positive prior).
+
+    Returns
+    -------
+    Y : ndarray of shape (N, K)
+        A minimiser of :math:`-\\ln \\sigma_i^\\top y - w^\\top y` per row (a vertex or an edge).
+    psi : ndarray of shape (N,)
+        The row minima.
+    """
+    N, K = sigma.shape
+    Y = np.zeros((N, K))
+    psi = np.empty(N)
+    ew = _exp_w(wm, allowed)
+    for i in range(N):
+        a, b, ya, p = _br_row(sigma[i], ew, wm, allowed)
+        Y[i, a] += ya
+        Y[i, b] += 1.0 - ya
+        psi[i] = p
+    return Y, psi
+
+
+# ----- objective, dual and certificate -----------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _xlogy(x, y):
+    if x == 0.0:
+        return 0.0
+    return x * math.log(y)
+
+
+@njit(cache=True, error_model="numpy")
+def _phi(s, u, lam, n, forward):
+    """Phi(s) = lam * KL with ybar = s / N (as skcce.losses: xlogy conventions)."""
+    total = 0.0
+    for k in range(s.shape[0]):
+        yb = s[k] / n
+        if forward:
+            total += _xlogy(yb, yb) - _xlogy(yb, u[k])
+        else:
+            total += _xlogy(u[k], u[k]) - _xlogy(u[k], yb)
+    return lam * total
+
+
+@njit(cache=True, error_model="numpy")
+def objective(sigma, Y, u, lam, forward):
+    """F(Y) (may be ``+inf``)."""
+    N, K = sigma.shape
+    rows = 0.0
+    s = np.zeros(K)
+    for i in range(N):
+        x = 0.0
+        for k in range(K):
+            x += Y[i, k] * sigma[i, k]
+            s[k] += Y[i, k]
+        rows -= math.log(x) if x > 0 else -_INF
+    return rows + _phi(s, u, lam, N, forward)
+
+
+@njit(cache=True, error_model="numpy")
+def initial_w(s, u, lam, n, forward):
+    """The multiplier of ``Problem.initial_w``: ``-grad Phi`` at the column sums (clamped)."""
+    K = s.shape[0]
+    floor = max(1e-3, 1e-6 * n)
+    tiny = np.finfo(np.float64).tiny
+    w = np.zeros(K)
+    for k in range(K):
+        if u[k] <= 0:
+            continue
+        sk = max(s[k], floor)
+        if forward:
+            w[k] = -(lam / n) * (math.log(sk / (n * max(u[k], tiny))) + 1.0)
+        else:
+            w[k] = lam * u[k] / sk
+    return w
+
+
+@njit(cache=True, error_model="numpy")
+def dual_value(psi_sum, w, u, lam, n, forward):
+    """q(w) = sum_i psi_i + Phi(s*(w)) + w's*(w)."""
+    K = w.shape[0]
+    sd = np.zeros(K)
+    for k in range(K):
+        if u[k] <= 0:
+            continue
+        if forward:
+            sd[k] = n * u[k] * math.exp(-n * w[k] / lam - 1.0)
+        else:
+            sd[k] = lam * u[k] / w[k]
+    ws = 0.0
+    for k in range(K):
+        ws += w[k] * sd[k]
+    return psi_sum + _phi(sd, u, lam, n, forward) + ws
+
+
+@njit(cache=True, error_model="numpy")
+def _certificate_into(sigma, Y, u, lam, forward, ba, bb, bya):
+    """:func:`certificate`, also writing each row's best response ``(ba, bb, bya)``."""
+    N, K = sigma.shape
+    allowed = np.ones(K, dtype=np.bool_)
+    if forward:
+        for k in range(K):
+            allowed[k] = u[k] > 0
+    s = np.zeros(K)
+    for i in range(N):
+        for k in range(K):
+            s[k] += Y[i, k]
+    w = initial_w(s, u, lam, N, forward)
+    psi_sum = 0.0
+    ew = _exp_w(w, allowed)
+    for i in range(N):
+        a, b, ya, psi = _br_row(sigma[i], ew, w, allowed)
+        ba[i] = a
+        bb[i] = b
+        bya[i] = ya
+        psi_sum += psi
+    F = objective(sigma, Y, u, lam, forward)
+    return F, dual_value(psi_sum, w, u, lam, N, forward), w
+
+
+@njit(cache=True, error_model="numpy")
+def certificate(sigma, Y, u, lam, forward):
+    """``(F(Y), q(w), w)`` with ``w = initial_w(column sums of Y)``; the gap is ``F - q``."""
+    N = sigma.shape[0]
+    ba = np.empty(N, dtype=np.int64)
+    bb = np.empty(N, dtype=np.int64)
+    return _certificate_into(sigma, Y, u, lam, forward, ba, bb, np.empty(N))
+
+
+# ----- the interior-point column-generation solver ---------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _chol_inverse(A, m, L, Li, G):
+    """G = inverse of the leading m x m block of a symmetric positive definite A (Cholesky;
+    ``L``, ``Li`` are work arrays). Returns False when A is not positive definite."""
+    for j in range(m):
+        d = A[j, j]
+        for p in range(j):
+            d -= L[j, p] * L[j, p]
+        if not d > 0:
+            return False
+        L[j, j] = math.sqrt(d)
+        for i in range(j + 1, m):
+            t = A[i, j]
+            for p in range(j):
+                t -= L[i, p] * L[j, p]
+            L[i, j] = t / L[j, j]
+    for j in range(m):  # Li = L^-1 (lower triangular)
+        Li[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, m):
+            t = 0.0
+            for p in range(j, i):
+                t -= L[i, p] * Li[p, j]
+            Li[i, j] = t / L[i, i]
+    for i in range(m):  # G = Li' Li
+        for j in range(i + 1):
+            t = 0.0
+            for p in range(i, m):
+                t += Li[p, i] * Li[p, j]
+            G[i, j] = t
+            G[j, i] = t
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _chol_solve(A, b):
+    """Solve A x = b for a symmetric positive definite A (dense Cholesky)."""
+    n = A.shape[0]
+    L = np.zeros((n, n))
+    for j in range(n):
+        d = A[j, j]
+        for p in range(j):
+            d -= L[j, p] * L[j, p]
+        if not d > 0:
+            return b, False
+        L[j, j] = math.sqrt(d)
+        inv = 1.0 / L[j, j]
+        for i in range(j + 1, n):
+            t = A[i, j]
+            for p in range(j):
+                t -= L[i, p] * L[j, p]
+            L[i, j] = t * inv
+    x = b.copy()
+    for i in range(n):
+        t = x[i]
+        for p in range(i):
+            t -= L[i, p] * x[p]
+        x[i] = t / L[i, i]
+    for i in range(n - 1, -1, -1):
+        t = x[i]
+        for p in range(i + 1, n):
+            t -= L[p, i] * x[p]
+        x[i] = t / L[i, i]
+    return x, True
+
+
+@njit(cache=True, error_model="numpy")
+def _add_class(i, k, yv, zv, sup, cnt, mu):
+    """Pricing: put class k in row i's support (the caller made room), with a little mass
+    taken from the row's largest entry."""
+    c = cnt[i]
+    rq = 0
+    for q in range(c):
+        if yv[i, q] > yv[i, rq]:
+            rq = q
+    eps = min(_EPS_NEW, 0.5 * yv[i, rq])
+    yv[i, rq] -= eps
+    yv[i, c] = eps
+    sup[i, c] = k
+    cnt[i] = c + 1
+    m = max(mu, 1e-12)
+    zv[i, c] = m / eps
+    if c == 1:  # the row was fixed at a vertex: its old class becomes a variable too
+        zv[i, rq] = m / yv[i, rq]
+
+
+@njit(cache=True, error_model="numpy")
+def _has(sup, cnt, i, k):
+    for q in range(cnt[i]):
+        if sup[i, q] == k:
+            return True
+    return False
+
+
+@njit(cache=True, error_model="numpy")
+def _widen(a, width):
+    out = np.zeros((a.shape[0], width), dtype=a.dtype)
+    out[:, : a.shape[1]] = a
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
+    """Certified optimum of F by an interior-point method with column generation.
+
+    The supports are stored compactly (row ``i`` holds ``cnt[i]`` classes ``sup[i, :cnt[i]]``
+    with values ``yv[i, :cnt[i]]``), so an iteration touches O(N x support) memory; only the
+    certificate reads all N x K entries.
+
+    Parameters
+    ----------
+    sigma : ndarray of shape (N, K)
+        Predictions, rows on the simplex (validated by the caller).
+    u : ndarray of shape (K,)
+        Prior (a distribution).
+    lam : float
+        Fairness weight (> 0).
+    forward : bool
+        ``KL(ybar||u)`` (True) or ``KL(u||ybar)`` (False).
+    Y0 : ndarray of shape (N, K)
+        Warm start (rows on the simplex); its column sums give the first multiplier.
+    tol : float
+        Relative certified gap: stop when ``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``.
+    max_iter : int
+        Interior-point iterations at most.
+
+    Returns
+    -------
+    Y : ndarray of shape (N, K)
+    value : float
+        F(Y).
+    gap : float
+        Certified ``F(Y) - q(w)``.
+    n_iter : int
+    certified : bool
+    n_pass : int
+        Passes of exact best responses over the data (certificates and pricing).
+    """
+    N, K = sigma.shape
+    allowed = np.ones(K, dtype=np.bool_)
+    if forward:
+        for k in range(K):
+            allowed[k] = u[k] > 0
+    act = u > 0
+    # --- initial supports: best response at the warm start's multiplier + best vertices ---------
+    s = np.zeros(K)
+    for i in range(N):
+        for k in range(K):
+            s[k] += Y0[i, k]
+    w = initial_w(s, u, lam, N, forward)
+    W = min(K, _WIDTH)
+    sup = np.zeros((N, W), dtype=np.int64)
+    cnt = np.zeros(N, dtype=np.int64)
+    yv = np.zeros((N, W))
+    zv = np.zeros((N, W))
+    score = np.empty(K)
+    top = min(_TOP, K)
+    ew = _exp_w(w, allowed)
+    for i in range(N):
+        a, b, ya, _ = _br_row(sigma[i], ew, w, allowed)
+        c = 1
+        sup[i, 0] = a
+        if ya < 1.0 and b != a:
+            sup[i, 1] = b
+            c = 2
+        for k in range(K):
+            score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
+        for _ in range(top):
+            best = -1
+            for k in range(K):
+                if score[k] > 0 and (best < 0 or score[k] > score[best]):
+                    best = k
+            if best < 0:
+                break
+            score[best] = -_INF
+            dup = False
+            for q in range(c):
+                if sup[i, q] == best:
+                    dup = True
+            if not dup:
+                sup[i, c] = best
+                c += 1
+        cnt[i] = c
+    # every active class must receive mass (else KL(u||ybar) is infinite / its gradient is)
+    covered = np.zeros(K, dtype=np.bool_)
+    for i in range(N):
+        for q in range(cnt[i]):
+            covered[sup[i, q]] = True
+    for k in range(K):
+        if act[k] and not covered[k]:
+            best = 0
+            for i in range(1, N):
+                if sigma[i, k] > sigma[best, k]:
+                    best = i
+            if cnt[best] == W:
+                W = min(K, 2 * W)
+                sup = _widen(sup, W)
+                yv = _widen(yv, W)
+                zv = _widen(zv, W)
+            sup[best, cnt[best]] = k
+            cnt[best] += 1
+    # interior start: the warm start restricted to the support, mixed with the uniform label
+    for i in range(N):
+        c = cnt[i]
+        tot = 0.0
+        for q in range(c):
+            tot += Y0[i, sup[i, q]]
+        for q in range(c):
+            base = Y0[i, sup[i, q]] / tot if tot > 0 else 1.0 / c
+            yv[i, q] = 0.5 * base + 0.5 / c
+            if c > 1:
+                zv[i, q] = _MU0 / yv[i, q]
+
+    gs = np.empty(K)  # (sigma_j - sigma_r) / x on the reduced support
+    idx = np.empty(K, dtype=np.int64)
+    B = np.zeros((K, K))
+    Lw = np.zeros((K, K))
+    Liw = np.zeros((K, K))
+    G = np.zeros((K, K))
+    rhs = np.empty(K)
+    M = np.zeros((K, K))
+    c_vec = np.zeros(K)
+    phi = np.zeros(K)
+    Dg = np.zeros(K)
+    x = np.empty(N)
+    basic = np.zeros(N, dtype=np.int64)  # position of each row's largest entry
+    dyv = np.zeros((N, W))
+    dzv = np.zeros((N, W))
+    cv = np.zeros((N, W))
+    S = np.empty((K, K))
+    dh = np.empty(K)
+    # per-row inverses of the reduced blocks, stored flat
+    goff = np.zeros(N + 1, dtype=np.int64)
+    gbuf = np.zeros(1)
+    Yc = np.empty((N, K))
+
+    best_gap = _INF
+    best_Y = Y0.copy()
+    best_val = _INF
+    n_iter = 0
+    n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
+    ba = np.zeros(N, dtype=np.int64)
+    bb = np.zeros(N, dtype=np.int64)
+    bya = np.ones(N)
+    while True:
+        # --- state: x, s, mu ------------------------------------------------------------------
+        for k in range(K):
+            s[k] = 0.0
+        nvar = 0
+        yz = 0.0
+        for i in range(N):
+            xi = 0.0
+            for q in range(cnt[i]):
+                k = sup[i, q]
+                xi += sigma[i, k] * yv[i, q]
+                s[k] += yv[i, q]
+                if cnt[i] > 1:
+                    yz += yv[i, q] * zv[i, q]
+            if cnt[i] > 1:
+                nvar += cnt[i]
+            x[i] = xi
+        mu = yz / nvar if nvar > 0 else 0.0
+        # the full certificate costs a pass over all N x K entries: it is evaluated when the
+        # restricted problem is nearly solved, and every few iterations (for pricing)
+        do_cert = True
+        if nvar > 0 and n_iter < max_iter and n_iter % _PRICE_EVERY != 0:
+            Fr = _phi(s, u, lam, N, forward)
+            for i in range(N):
+                Fr -= math.log(x[i])
+            do_cert = not yz > tol * max(abs(Fr), 1.0)
+        if do_cert:
+            # --- certificate on the labels as they are returned (rows renormalised) ---------
+            Yc[:, :] = 0.0
+            for i in range(N):
+                tot = 0.0
+                for q in range(cnt[i]):
+                    tot += yv[i, q]
+                for q in range(cnt[i]):
+                    Yc[i, sup[i, q]] = yv[i, q] / tot
+            F, q, wc = _certificate_into(sigma, Yc, u, lam, forward, ba, bb, bya)
+            n_pass += 1
+            gap = F - q
+            if gap != gap:
+                gap = _INF
+            if math.isfinite(F) and gap < best_gap:
+                best_gap = gap
+                best_val = F
+                best_Y[:, :] = Yc
+            if math.isfinite(F) and gap <= tol * max(abs(F), 1.0):
+                return Yc, F, gap, n_iter, True, n_pass
+            if n_iter >= max_iter:
+                return best_Y, best_val, best_gap, n_iter, False, n_pass
+            # --- pricing: the restricted problem is (nearly) solved, the full one is not -----
+            if nvar == 0 or (math.isfinite(gap) and yz <= 0.1 * gap):
+                added = 0
+                for i in range(N):  # the certificate's best responses
+                    a = ba[i]
+                    b = bb[i]
+                    ya = bya[i]
+                    for t in range(2):
+                        k = a if t == 0 else b
+                        if (t == 1 and not ya < 1.0) or _has(sup, cnt, i, k):
+                            continue
+                        if cnt[i] == W:
+                            W = min(K, 2 * W)
+                            sup = _widen(sup, W)
+                            yv = _widen(yv, W)
+                            zv = _widen(zv, W)
+                            dyv = _widen(dyv, W)
+                            dzv = _widen(dzv, W)
+                            cv = _widen(cv, W)
+                        _add_class(i, k, yv, zv, sup, cnt, mu)
+                        added += 1
+                if added == 0 and nvar == 0:
+                    return best_Y, best_val, best_gap, n_iter, False, n_pass
+                if added > 0:
+                    continue  # recompute the state (no iteration spent)
+        n_iter += 1
+        # --- the Newton system: rows eliminated onto the column sums ---------------------------
+        for k in range(K):
+            if act[k] and s[k] > 0:
+                if forward:
+                    phi[k] = lam / N * (math.log(s[k] / (N * u[k])) + 1.0)
+                    Dg[k] = lam / (N * s[k])
+                else:
+                    phi[k] = -lam * u[k] / s[k]
+                    Dg[k] = lam * u[k] / (s[k] * s[k])
+            else:
+                phi[k] = 0.0
+                Dg[k] = 0.0
+            for j in range(K):
+                M[k, j] = 0.0
+        total = 0
+        for i in range(N):
+            goff[i] = total
+            if cnt[i] > 1:
+                total += (cnt[i] - 1) * (cnt[i] - 1)
+        goff[N] = total
+        if gbuf.shape[0] < total:
+            gbuf = np.zeros(total)
+        ok = True
+        for i in range(N):
+            m = cnt[i]
+            if m < 2:
+                continue
+            rq = 0
+            for q in range(m):
+                if yv[i, q] > yv[i, rq]:
+                    rq = q
+            basic[i] = rq
+            r = sup[i, rq]
+            xi = x[i]
+            dr = zv[i, rq] / yv[i, rq]
+            n1 = 0
+            for q in range(m):
+                if q == rq:
+                    continue
+                idx[n1] = sup[i, q]
+                gs[n1] = (sigma[i, sup[i, q]] - sigma[i, r]) / xi
+                n1 += 1
+            for p1 in range(n1):
+                for p2 in range(n1):
+                    B[p1, p2] = gs[p1] * gs[p2] + dr
+                q = p1 if p1 < rq else p1 + 1
+                # (+ _REG: a row whose classes tie has no curvature of its own; as z -> 0 on
+                # an interior optimum its block would become singular)
+                B[p1, p1] += zv[i, q] / yv[i, q] + _REG
+            if not _chol_inverse(B, n1, Lw, Liw, G):
+                ok = False
+                break
+            o = goff[i]
+            all_sum = 0.0
+            for p1 in range(n1):
+                row_sum = 0.0
+                for p2 in range(n1):
+                    g = G[p1, p2]
+                    gbuf[o + p1 * n1 + p2] = g
+                    M[idx[p1], idx[p2]] += g
+                    row_sum += g
+                M[idx[p1], r] -= row_sum
+                M[r, idx[p1]] -= row_sum
+                all_sum += row_sum
+            M[r, r] += all_sum
+        if not ok:
+            return best_Y, best_val, best_gap, n_iter, False, n_pass
+        # the Schur complement on the column sums: I + D^1/2 M D^1/2
+        for a in range(K):
+            dh[a] = math.sqrt(Dg[a])
+        for a in range(K):
+            for b in range(K):
+                S[a, b] = dh[a] * M[a, b] * dh[b]
+            S[a, a] += 1.0
+        # Mehrotra: affine-scaling predictor, then the centred, second-order corrected step
+        ap, ad = _direction(
+            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, 0.0, cv, False, dyv, dzv,
+            idx, rhs, c_vec, 1.0,
+        )  # fmt: skip
+        if not ap >= 0:
+            return best_Y, best_val, best_gap, n_iter, False, n_pass
+        mu_aff = 0.0
+        for i in range(N):
+            if cnt[i] < 2:
+                continue
+            for q in range(cnt[i]):
+                mu_aff += (yv[i, q] + ap * dyv[i, q]) * (zv[i, q] + ad * dzv[i, q])
+                cv[i, q] = dyv[i, q] * dzv[i, q]
+        mu_aff /= nvar
+        cen = min(max((mu_aff / mu) ** 3, 0.0), 1.0) if mu > 0 else 0.0
+        tau = max(_TAU, 1.0 - mu)
+        ap, ad = _direction(
+            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, cen * mu, cv, True, dyv,
+            dzv, idx, rhs, c_vec, tau,
+        )  # fmt: skip
+        if not ap >= 0:
+            return best_Y, best_val, best_gap, n_iter, False, n_pass
+        for i in range(N):
+            if cnt[i] < 2:
+                continue
+            for q in range(cnt[i]):
+                yv[i, q] += ap * dyv[i, q]
+                zv[i, q] += ad * dzv[i, q]
+                if not yv[i, q] > 0:  # rounding at the boundary: stay interior
+                    yv[i, q] = 1e-300
+                if not zv[i, q] > 0:
+                    zv[i, q] = 1e-300
+
+
+@njit(cache=True, error_model="numpy")
+def _direction(
+    sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, target, cv, corrected, dyv, dzv,
+    idx, rhs, c_vec, tau,
+):  # fmt: skip
+    """One interior-point direction given the factored rows (``gbuf``) and Schur matrix ``S``.
+
+    The complementarity target of entry ``(i, q)`` is ``target - cv[i, q]`` (Mehrotra's
+    second-order term when ``corrected``). Writes ``dyv``, ``dzv``; returns the primal and
+    dual step lengths to ``tau`` of the way to the boundary (``(-1, -1)`` on a failure).
+    """
+    N = yv.shape[0]
+    K = c_vec.shape[0]
+    for k in range(K):
+        c_vec[k] = 0.0
+    ap = 1.0
+    ad = 1.0
+    for sweep in range(2):  # 0: c = sum_i P_i' G_i rhs_i ; 1: back substitution with p
+        if sweep == 1:
+            t, good = _chol_solve(S, dh * c_vec)
+            if not good:  # lost definiteness to rounding: a slightly regularised system
+                big = 0.0
+                for k in range(K):
+                    big = max(big, S[k, k])
+                for k in range(K):
+                    S[k, k] += 1e-12 * big
+                t, good = _chol_solve(S, dh * c_vec)
+            if not good:
+                return -1.0, -1.0
+            p = dh * t
+        else:
+            p = np.zeros(K)
+        ap = 1.0
+        ad = 1.0
+        for i in range(N):
+            m = cnt[i]
+            if m < 2:
+                continue
+            rq = basic[i]
+            r = sup[i, rq]
+            xi = x[i]
+            tr = target - cv[i, rq] if corrected else target
+            rr = sigma[i, r] / xi - phi[r] + tr / yv[i, rq] - p[r]
+            n1 = 0
+            for q in range(m):
+                if q == rq:
+                    continue
+                k = sup[i, q]
+                idx[n1] = k
+                tk = target - cv[i, q] if corrected else target
+                rhs[n1] = (sigma[i, k] / xi - phi[k] + tk / yv[i, q] - p[k]) - rr
+                n1 += 1
+            o = goff[i]
+            tot = 0.0
+            for p1 in range(n1):
+                v = 0.0
+                for p2 in range(n1):
+                    v += gbuf[o + p1 * n1 + p2] * rhs[p2]
+                tot += v
+                if sweep == 0:
+                    c_vec[idx[p1]] += v
+                else:
+                    dyv[i, p1 if p1 < rq else p1 + 1] = v
+            if sweep == 0:
+                c_vec[r] -= tot
+                continue
+            dyv[i, rq] = -tot
+            for q in range(m):
+                dy = dyv[i, q]
+                tk = target - cv[i, q] if corrected else target
+                dz = (tk - yv[i, q] * zv[i, q] - zv[i, q] * dy) / yv[i, q]
+                dzv[i, q] = dz
+                if not (math.isfinite(dy) and math.isfinite(dz)):
+                    return -1.0, -1.0
+                if dy < 0:
+                    ap = min(ap, -tau * yv[i, q] / dy)
+                if dz < 0:
+                    ad = min(ad, -tau * zv[i, q] / dz)
+    return ap, ad
+
+
+# ----- the paper's EM ----------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _mstep_row(sig, a, lam, out):
+    """M-step (d) for one row, every case of the supplement's section 3 (as skcce.solvers._em)."""
+    K = sig.shape[0]
+    tiny = np.finfo(np.float64).tiny
+    A = 0.0
+    for k in range(K):
+        A += a[k]
+    if not A > 0:  # no weight: one-hot arg max of sigma
+        c = 0
+        for k in range(1, K):
+            if sig[k] > sig[c]:
+                c = k
+        for k in range(K):
+            out[k] = 0.0
+        out[c] = 1.0
+        return
+    L = 1.0 + lam * A
+    lo = -_INF
+    hi = -_INF
+    has_zero = False
+    for k in range(K):
+        if a[k] > 0:
+            lo = max(lo, sig[k] / (L - lam * a[k]))
+            hi = max(hi, sig[k])
+        else:
+            has_zero = True
+    x = lo
+    for _ in range(_EM_NEWTON):
+        f = -1.0
+        fp = 0.0
+        for k in range(K):
+            if a[k] > 0:
+                den = L - sig[k] / x
+                t = lam * a[k] / den
+                f += t
+                fp += t / den * sig[k]
+        xn = x + f * x * x / max(fp, tiny)
+        xn = min(max(xn, lo), hi)
+        if xn == x:
+            break
+        x = xn
+    tot = 0.0
+    for k in range(K):
+        if a[k] > 0:
+            out[k] = max(lam * a[k] / (L - sig[k] / x), 0.0)
+        else:
+            out[k] = 0.0
+        tot += out[k]
+    finite = True
+    for k in range(K):
+        out[k] /= tot
+        if not math.isfinite(out[k]):
+            finite = False
+    if not finite:
+        c = -1
+        for k in range(K):
+            if a[k] > 0 and (c < 0 or sig[k] > sig[c]):
+                c = k
+        for k in range(K):
+            out[k] = 0.0
+        out[c] = 1.0
+    if has_zero:
+        c = -1
+        smax_pos = -_INF
+        for k in range(K):
+            if a[k] <= 0:
+                if c < 0 or sig[k] > sig[c]:
+                    c = k
+            else:
+                smax_pos = max(smax_pos, sig[k])
+        sc = sig[c]
+        yc = 1.0
+        for k in range(K):
+            if a[k] > 0:
+                yc -= lam * a[k] / (L * (1.0 - sig[k] / sc))
+        if sc > smax_pos and yc > 0:
+            for k in range(K):
+                out[k] = lam * a[k] / (L * (1.0 - sig[k] / sc)) if a[k] > 0 else 0.0
+            out[c] = yc
+
+
+@njit(cache=True, error_model="numpy")
+def em_step(sigma, Y, u, lam):
+    """One EM iteration: E-step ``a_ik = u_k y_ik / s_k`` and the exact M-step of every row."""
+    N, K = sigma.shape
+    s = np.zeros(K)
+    for i in range(N):
+        for k in range(K):
+            s[k] += Y[i, k]
+    scale = np.zeros(K)
+    for k in range(K):
+        if s[k] > 0:
+            scale[k] = u[k] / s[k]
+    out = np.empty((N, K))
+    a = np.empty(K)
+    for i in range(N):
+        for k in range(K):
+            a[k] = Y[i, k] * scale[k]
+        _mstep_row(sigma[i], a, lam, out[i])
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def em_solve(sigma, u, lam, Y0, tol, max_iter):
+    """The paper's EM (reverse fairness), certified as the torch path certifies it.
+
+    The certificate ``F(Y) - q(initial_w(Y))`` is evaluated on the first 8 iterates and then
+    every 10th (and at ``max_iter``). Returns ``(Y, value, gap, n_iter, certified)``.
+    """
+    Y = Y0.copy()
+    value = objective(sigma, Y, u, lam, False)
+    gap = _INF
+    n_iter = 0
+    while True:
+        certify = n_iter < 8 or n_iter % _CERTIFY_EVERY == 0
+        if certify or n_iter >= max_iter:
+            F, q, _ = certificate(sigma, Y, u, lam, False)
+            gap = F - q
+            if math.isfinite(value) and gap <= tol * max(abs(value), 1.0):
+                return Y, value, gap, n_iter, True
+        if n_iter >= max_iter:
+            return Y, value, gap, n_iter, False
+        n_iter += 1
+        Y = em_step(sigma, Y, u, lam)
+        value = objective(sigma, Y, u, lam, False)
+
+
+# ----- Python entry -----------------------------------------------------------------------------
+class NumbaResult(NamedTuple):
+    """Result of :func:`solve_collision_numba` (labels in ``labels_dtype``, default float64)."""
+
+    labels: np.ndarray
+    objective: float
+    gap: float
+    n_iter: int
+    certified: bool
+
+
+def solve_collision_numba(
+    probs, lam, prior, fairness, *, tol, max_iter, init=None, method="newton", labels_dtype=None
+):
+    r"""Solve the collision-loss pseudo-label problem with the compiled kernels.
+
+    The caller (:mod:`skcce.solvers._compiled`) has validated every input: rows of
+    ``probs`` and ``init`` on the simplex, ``prior`` a distribution, ``lam > 0``, ``K >= 2``.
+
+    Parameters
+    ----------
+    probs : ndarray of shape (N, K)
+        Predictions :math:`\sigma` (float32 or float64; computed in float64).
+    lam : float
+        Fairness weight (summed-rows convention).
+    prior : ndarray of shape (K,)
+        Class prior ``u``.
+    fairness : {"reverse", "forward"}
+    tol : float
+        Relative certified gap (``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``).
+    max_iter : int
+        Iteration cap (interior-point iterations, or EM iterations).
+    init : ndarray of shape (N, K), optional
+        Warm start (default ``probs``).
+    method : {"newton", "em"}
+        The exact default solver (:func:`ipm_solve`) or the paper's EM (:func:`em_solve`).
+    labels_dtype : numpy dtype, optional
+        Dtype of the returned labels; the certificate is computed on the labels as returned
+        (rounded to this dtype), in float64.
+
+    Returns
+    -------
+    NumbaResult
+        ``labels`` (N, K), ``objective`` F(labels), ``gap`` (certified absolute gap),
+        ``n_iter``, ``certified``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = np.array([[0.9, 0.1], [0.8, 0.2], [0.6, 0.4], [0.3, 0.7]])
+    >>> res = solve_collision_numba(P, 100.0, np.array([0.5, 0.5]), "reverse", tol=1e-7,
+    ...                             max_iter=100)
+    >>> res.certified, res.labels.shape
+    (True, (4, 2))
+    """
+    sigma = np.ascontiguousarray(probs, dtype=np.float64)
+    u = np.ascontiguousarray(prior, dtype=np.float64)
+    forward = fairness == "forward"
+    Y0 = sigma if init is None else np.ascontiguousarray(init, dtype=np.float64)
+    Y0 = _start(Y0, u, forward)
+    low = labels_dtype is not None and np.dtype(labels_dtype) != np.float64
+    if low:  # leave room for the rounding of the labels to their dtype
+        tol_run = 0.1 * float(tol)
+    else:
+        tol_run = float(tol)
+    if method == "em":
+        Y, value, gap, n_iter, ok = em_solve(sigma, u, float(lam), Y0, tol_run, int(max_iter))
+    else:
+        Y, value, gap, n_iter, ok, n_pass = ipm_solve(
+            sigma, u, float(lam), forward, Y0, tol_run, int(max_iter)
+        )
+    if low:
+        Y = Y.astype(labels_dtype)
+        Yd = Y.astype(np.float64)
+        value, q, _ = certificate(sigma, Yd, u, float(lam), forward)
+        gap = value - q
+        ok = bool(math.isfinite(value) and gap <= tol * max(abs(value), 1.0))
+    if gap != gap:
+        gap = math.inf
+    return NumbaResult(Y, float(value), max(float(gap), 0.0), int(n_iter), bool(ok))
+
+
+def _start(Y, u, forward):
+    """The torch path's starting labels (``skcce.solvers._common.start_point``)."""
+    active = u > 0
+    if forward:
+        if not active.all():
+            Y = np.where(active, Y, 0.0)
+            bad = Y.sum(axis=1, keepdims=True) <= 0
+            Y = np.where(bad, u, Y)
+            Y = Y / Y.sum(axis=1, keepdims=True)
+    else:
+        s = Y.sum(axis=0)
+        if ((s <= 0) & active).any():
+            Y = 0.999 * Y + 0.001 * u
+    return np.ascontiguousarray(Y)
