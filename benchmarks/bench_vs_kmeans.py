@@ -9,7 +9,7 @@ CCEClustering runs with its defaults (``n_clusters`` = number of classes), with
 Every method is fitted with the same seeds; the table gives accuracy (Hungarian), NMI, ARI,
 mean fit time and the smallest cluster over the seeds, and ratios to KMeans. The cost of the
 ``init="kmeans"`` step is timed inside the ``init="kmeans"`` fits (a timer around
-``CCEClustering._init_head``, all restarts together) and given as a share of the fit time; the
+``skcce._engine._build.init_head``, all restarts together) and given as a share of the fit time; the
 "solver share of fit time" column is the time of the pseudo-label solves (a timer around the
 engine's call of ``skcce.solvers._solve``) over the CCEClustering fit time.
 
@@ -33,30 +33,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import machine_lines, publish  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
+from skcce._engine import _build  # noqa: E402
 from skcce.cli._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
 from skcce.cli.demo import load_fashion_mnist  # noqa: E402
 
 
 class _InitTimer:
-    """Adds up the time of ``CCEClustering._init_head`` (the KMeans init) while active."""
+    """Adds up the time of ``skcce._engine._build.init_head`` (the KMeans init) while active."""
 
     def __enter__(self):
         self.total = 0.0
-        self._original = CCEClustering._init_head
+        self._original = _build.init_head
         original = self._original
 
-        def timed(est, *args, **kwargs):
+        def timed(*args, **kwargs):
             t0 = time.perf_counter()
             try:
-                return original(est, *args, **kwargs)
+                return original(*args, **kwargs)
             finally:
                 self.total += time.perf_counter() - t0
 
-        CCEClustering._init_head = timed
+        _build.init_head = timed
         return self
 
     def __exit__(self, *exc):
-        CCEClustering._init_head = self._original
+        _build.init_head = self._original
 
 
 class _SolverTimer:

@@ -16,9 +16,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from skcce import _defaults
 from skcce._engine import _checkpoint
-from skcce._engine._callbacks import Best, ProgressBar, SklearnCallbacks, empty_clusters
+from skcce._engine._build import make_builder
+from skcce._engine._callbacks import Best, ProgressBar, SklearnCallbacks
 from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
@@ -27,6 +27,7 @@ from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_s
 from skcce._engine._threads import thread_limit
 from skcce._engine._train import FitInterruptedWarning, TrainConfig, run_single
 from skcce.metrics import mutual_information
+from skcce.models import _defaults
 from skcce.solvers import METHODS as SOLVER_METHODS
 from skcce.solvers import resolve_method
 
@@ -56,7 +57,7 @@ class _FitPlan:
     n_init: int
     seeds: np.ndarray
     build: object
-    settings: dict  # every "auto" training setting resolved (skcce._defaults)
+    settings: dict  # every "auto" training setting resolved (skcce.models._defaults)
     diverged: list = field(default_factory=list)  # restarts skipped: non-finite outputs
 
 
@@ -421,49 +422,6 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             )
         return prior
 
-    # ----- the initial head (skcce.models._kmeans_init) -------------------------------------
-    def _check_init(self, init, X):
-        """The resolved ``init``: "random", "kmeans" (or "auto-kmeans" when it came from
-        "auto") or the user's centroids as a validated float64 array."""
-        if isinstance(init, str) and init == "random":
-            return init
-        if _defaults.regime(self.model) != "linear":
-            raise ValueError(
-                f"init={self.init!r:.40} initialises the linear head only; model="
-                f"{self.model!r:.40} starts from its own random initialisation: use "
-                "init='auto' or init='random'"
-            )
-        if isinstance(init, str):
-            return "auto-kmeans" if isinstance(self.init, str) and self.init == "auto" else init
-        from skcce.models._kmeans_init import check_centroids
-
-        return check_centroids(init, self.n_clusters, X.shape[1])
-
-    def _init_head(self, module, X, inputs, init, seed, ctx, device):
-        """Set the linear head to the soft KMeans assignment of the restart's centroids;
-        returns the init used ("kmeans", "random" when "auto" fell back, or "array")."""
-        from skcce.models._kmeans_init import head_from_centroids_, initial_centroids
-
-        cpu = torch.device("cpu")
-        explicit = not (isinstance(init, str) and init == "auto-kmeans")
-        if isinstance(init, str):
-            init = "kmeans"
-        else:  # user centroids, in the normalised input space
-            init = inputs.raw(init, slice(None), cpu).double().numpy()
-        result = initial_centroids(
-            lambda idx: inputs.raw(X, idx, cpu).numpy(),
-            X.shape[0],
-            self.n_clusters,
-            init,
-            seed,
-            explicit=explicit,
-        )
-        result = ctx.broadcast(result, device)  # every rank starts from rank 0's head
-        if result is None:
-            return "random"
-        head_from_centroids_(module, *result)
-        return "kmeans" if isinstance(init, str) else "array"
-
     def _augment_fn(self, augment, input_shape):
         if augment is None:
             return None
@@ -515,34 +473,6 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             verbose=int(self.verbose),
         )
 
-    def _builder(self, X, prepared, ctx, device, init):
-        """``build(generator, run=None, seed=None) -> nn.Module``: a fresh network; for a
-        restart ``run`` its linear head starts as ``init`` says (:data:`_defaults.restart_init`),
-        and ``build.inits[run]`` records the start it got."""
-        import copy
-
-        from skcce.models import build_model
-
-        inits, state = {}, {"init": init}
-
-        def build(generator, run=None, seed=None):
-            model = self.model
-            if isinstance(model, torch.nn.Module):
-                model = copy.deepcopy(model)  # never train the user's own object in place
-            module = build_model(model, prepared.input_shape, self.n_clusters, generator=generator)
-            if run is None:
-                return module
-            used = _defaults.restart_init(state["init"], run)
-            if used != "random":
-                used = self._init_head(module, X, prepared.inputs, state["init"], seed, ctx, device)
-                if used == "random":  # "auto" on too few distinct rows: random heads from now on
-                    state["init"] = "random"
-            inits[run] = used
-            return module
-
-        build.inits = inits
-        return build
-
     def _plan(self, X) -> _FitPlan:
         """Resolve everything a fit needs before training (validated X)."""
         n = X.shape[0]
@@ -551,20 +481,21 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 f"n_samples={n} should be >= n_clusters={self.n_clusters}: there are fewer "
                 "samples than clusters"
             )
-        ctx = resolve_distributed(self.distributed)
-        device = local_device(resolve_device(self.device), ctx)
-        prepared = prepare(X, self.model)
         settings = _defaults.resolve(  # every "auto" setting, from the model
             {key: getattr(self, key) for key in _defaults.AUTO_PARAMS},
             self.model,
             n,
-            images=prepared.layout != "flat",
+            images=X.ndim > 2,  # the image layouts (2-D X is "flat")
         )
+        init = _defaults.check_init(settings["init"], self.init, self.model, self.n_clusters, X)
+        ctx = resolve_distributed(self.distributed)
+        device = local_device(resolve_device(self.device), ctx)
+        prepared = prepare(X, self.model)
         cfg = self._config(device, prepared.input_shape, settings)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
-        build = self._builder(X, prepared, ctx, device, self._check_init(settings["init"], X))
+        build = make_builder(self.model, self.n_clusters, X, prepared, ctx, device, init)
         return _FitPlan(ctx, prepared, cfg, settings["n_init"], seeds, build, settings)
 
     def _checkpoint_settings(self, plan):
@@ -589,10 +520,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         """``(callbacks, resume or None)``: checkpointing (which may resume the fit), the
         progress bar and scikit-learn's callbacks, on the engine's one protocol."""
         callbacks, resume = [], None
+        settings = self._checkpoint_settings(plan) if self.checkpoint is not None else None
         if hasattr(self, "_init_callback_context"):  # scikit-learn >= 1.9
             callbacks.append(SklearnCallbacks(self, plan.n_init * plan.cfg.max_epochs))
-        if self.checkpoint is not None:
-            settings = self._checkpoint_settings(plan)
+        if settings is not None:
             checkpoint, resume = _checkpoint.open_checkpoint(
                 self.checkpoint,
                 settings,
@@ -653,8 +584,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                     X, plan.prepared, plan.cfg, plan.build, plan.seeds[run], run,
                     ctx=plan.ctx, callbacks=callbacks, resume=resume,
                 )  # fmt: skip
-            except FloatingPointError:
-                if not self._may_skip(plan, run, best):
+            except FloatingPointError:  # skipped when others remain (one process, no checkpoint)
+                last = run + 1 == plan.n_init
+                if plan.n_init == 1 or plan.ctx.active or self.checkpoint or last and not best:
                     raise
                 plan.diverged.append(run)  # the other restarts decide
                 continue
@@ -671,17 +603,6 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             self._warn_interrupted(result, best, plan.n_init)
         self._set_fitted(plan, best)
         return self
-
-    def _may_skip(self, plan, run, best):
-        """Whether a restart that diverged may be skipped: several restarts in one process
-        without a checkpoint, and some restart left to keep."""
-        last = run + 1 == plan.n_init
-        return (
-            plan.n_init > 1
-            and not plan.ctx.active
-            and self.checkpoint is None
-            and not (last and best is None)
-        )
 
     def _warn_interrupted(self, result, best, n_init):
         warnings.warn(
@@ -721,7 +642,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=4,
             )
-        empty = empty_clusters(labels, self.n_clusters, plan.cfg.prior)
+        empty = np.setdiff1d(np.arange(self.n_clusters), labels)
+        if plan.cfg.prior is not None:  # a cluster of zero prior is meant to stay empty
+            empty = empty[plan.cfg.prior[empty] > 0]
         if empty.size:
             warnings.warn(self._collapse_message(empty), ConvergenceWarning, stacklevel=4)
 

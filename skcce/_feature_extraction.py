@@ -153,7 +153,6 @@ def _load_model(model_name, *, pretrained, weights, num_classes=0):
         return model
     if not pretrained:
         return timm.create_model(model_name, pretrained=False, num_classes=num_classes)
-    # --- issue 15: fail (or load from the cache) at once when the Hub cannot be reached ---
     from skcce._weights import hub_access, unavailable_message
 
     with hub_access() as access:
@@ -167,7 +166,6 @@ def _load_model(model_name, *, pretrained, weights, num_classes=0):
             raise WeightsUnavailableError(
                 unavailable_message(model_name, reason), model_name=model_name, reason=reason
             ) from exc
-    # --- end issue 15 ---
 
 
 # The Hub library's errors for "not cached, and offline": the reason already says so.

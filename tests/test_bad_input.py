@@ -451,7 +451,6 @@ def test_solver_prior_with_zero(loss):
     assert res.converged
 
 
-# --- issue 15: skcce cluster on features files, the report -------------------------------------
 def _cluster_error(capsys, argv):
     from skcce.cli.cluster import cluster_main
 
@@ -509,10 +508,7 @@ def test_cluster_ids_do_not_match_rows(tmp_path, capsys):
     assert "3 ids for 4 rows" in _cluster_error(capsys, argv)
 
 
-# --- end issue 15 --------------------------------------------------------------------------------
-
-
-# ----- init (issue 12) ----------------------------------------------------------------------
+# ----- init ----------------------------------------------------------------------------------
 def test_init_centroids_bad(blobs):
     X = blobs[0]
     with pytest.raises(

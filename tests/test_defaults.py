@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 
 from skcce import CCEClustering
-from skcce._defaults import AUTO_SETTINGS, regime, resolve
+from skcce.models._defaults import AUTO_SETTINGS, regime, resolve
 from skcce.models._kmeans_init import (
     check_centroids,
     head_from_centroids_,
@@ -79,7 +79,7 @@ def test_deep_models_resolve_to_the_deep_settings(model):
 
 
 def test_auto_init_alternates_restarts():
-    from skcce._defaults import restart_init
+    from skcce.models._defaults import restart_init
 
     assert [restart_init("auto-kmeans", r) for r in range(4)] == [
         "random",

@@ -159,7 +159,6 @@ def _add_arguments(parser):
     )
     parser.add_argument("--random-state", type=int, default=None, help="seed for reproducibility")
     parser.add_argument("--verbose", "-v", action="count", default=0, help="show progress")
-    # --- issue 15: features files and the HTML report ---
     parser.add_argument(
         "--array", default=None, metavar="NAME", help=".npz features file: the features array"
     )
@@ -177,7 +176,6 @@ def _add_arguments(parser):
         help="also write DIR/index.html: each cluster's size, mean confidence and its most and "
         "least confident images (a 2-D map and bar charts for a features file)",
     )
-    # --- end issue 15 ---
     return parser
 
 
@@ -252,13 +250,11 @@ def _run(args):
     root = args.path
     if not os.path.exists(root):
         raise CommandError(f"path not found: {root!r}")
-    # --- issue 15: a features file instead of a folder ---
     if os.path.isfile(root):
         return _run_features(args)
     if args.array is not None or args.id_column is not None:
         raise CommandError("--array and --id-column apply to a features file, not a folder")
     _check_report(args.report)
-    # --- end issue 15 ---
     if not os.path.isdir(root):
         raise CommandError(f"path is not a folder: {root!r}")
     check_output(args.out)  # before the expensive part
@@ -289,7 +285,7 @@ def _run(args):
     # Features are computed once and shared by fit_predict and predict_proba.
     try:
         features = extractor.fit_transform(paths)
-    except WeightsUnavailableError as exc:  # issue 15: the command line's advice, not the API's
+    except WeightsUnavailableError as exc:  # the command line's advice, not the API's
         from skcce._weights import unavailable_message
 
         reason = exc.reason or str(exc)
@@ -299,7 +295,7 @@ def _run(args):
     _write_csv(args.out, paths, labels, confidence)
     if args.out != "-":
         print(f"skcce cluster: wrote {len(paths)} rows to {args.out}", file=sys.stderr)
-    if args.report is not None:  # issue 15
+    if args.report is not None:
         from skcce.cli._report import write_image_report
 
         index = write_image_report(
@@ -323,7 +319,6 @@ def _clustering(args):
     return CCEClustering(**cluster_params)
 
 
-# --- issue 15: features files and the report ---------------------------------------------------
 def _check_report(report):
     if report is None:
         return
@@ -372,9 +367,6 @@ def _run_features(args):
             title=f"skcce cluster {args.path} -k {args.n_clusters}",
         )  # fmt: skip
         print(f"skcce cluster: wrote the report {index}", file=sys.stderr)
-
-
-# --- end issue 15 --------------------------------------------------------------------------------
 
 
 def _write_rows(handle, paths, labels, confidence, header="path"):

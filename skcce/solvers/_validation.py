@@ -57,7 +57,6 @@ def _half_eps(x):
     return None
 
 
-# --- issue 15: input precision ------------------------------------------------------------------
 def _source_eps(t):
     """Machine epsilon of the coarsest float format holding every entry of ``t`` exactly.
 
@@ -75,9 +74,6 @@ def _source_eps(t):
         if eps > own and bool((t.to(fmt).to(t.dtype) == t).all()):
             return eps
     return None
-
-
-# --- end issue 15 --------------------------------------------------------------------------------
 
 
 def _checked_rows(x, name, dtype=None, device=None, eps=None):
@@ -100,7 +96,7 @@ def _checked_rows(x, name, dtype=None, device=None, eps=None):
     t = _as_tensor(x, name, dtype, device)
     if t.ndim != 2:
         return t  # the caller names the shape it needs
-    if eps is None:  # issue 15: the precision the numbers came from (float32 -> float64 ...)
+    if eps is None:  # the precision the numbers came from (float32 -> float64 ...)
         eps = _source_eps(t)
     tol = None
     if eps is not None:

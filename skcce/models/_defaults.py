@@ -183,3 +183,54 @@ def resolve(params: dict, model, n_samples: int, *, images: bool) -> dict:
         else:
             out[key] = table[key]
     return out
+
+
+def check_init(init, user_init, model, n_clusters: int, X) -> object:
+    """The resolved ``init`` of a fit: "random", "kmeans", "auto-kmeans" or centroids.
+
+    Parameters
+    ----------
+    init : str or array-like
+        ``init`` after :func:`resolve` ("auto" replaced).
+    user_init : str or array-like
+        The estimator's ``init`` parameter as the user passed it (for "auto-kmeans" and the
+        error message).
+    model : str, torch.nn.Module or callable
+        The estimator's ``model``.
+    n_clusters : int
+    X : ndarray
+        The validated training data (its number of features).
+
+    Returns
+    -------
+    init : {"random", "kmeans", "auto-kmeans"} or ndarray of shape (n_clusters, n_features)
+        "auto-kmeans" when the KMeans start came from ``"auto"``; centroids are validated
+        float64 (:func:`skcce.models._kmeans_init.check_centroids`).
+
+    Raises
+    ------
+    ValueError
+        ``"kmeans"`` or centroids with a model other than the linear head; centroids of
+        the wrong shape or not finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_init("kmeans", "auto", "linear", 2, np.zeros((4, 3)))
+    'auto-kmeans'
+    >>> check_init("random", "auto", "vgg4", 2, np.zeros((4, 28, 28)))
+    'random'
+    """
+    if isinstance(init, str) and init == "random":
+        return init
+    if regime(model) != "linear":
+        raise ValueError(
+            f"init={user_init!r:.40} initialises the linear head only; model="
+            f"{model!r:.40} starts from its own random initialisation: use "
+            "init='auto' or init='random'"
+        )
+    if isinstance(init, str):
+        return "auto-kmeans" if isinstance(user_init, str) and user_init == "auto" else init
+    from skcce.models._kmeans_init import check_centroids
+
+    return check_centroids(init, n_clusters, X.shape[1])
