@@ -38,13 +38,15 @@ from skcce.cli._compare import evaluate, kmeans_factory, markdown_table  # noqa:
 from skcce.cli.demo import load_fashion_mnist  # noqa: E402
 
 
-class _InitTimer:
-    """Adds up the time of ``skcce._engine._build.init_head`` (the KMeans init) while active."""
+class _Timer:
+    """Adds up the time spent in ``module.name`` (patched) while active."""
+
+    def __init__(self, module, name):
+        self.module, self.name = module, name
 
     def __enter__(self):
         self.total = 0.0
-        self._original = _build.init_head
-        original = self._original
+        self._original = original = getattr(self.module, self.name)
 
         def timed(*args, **kwargs):
             t0 = time.perf_counter()
@@ -53,35 +55,23 @@ class _InitTimer:
             finally:
                 self.total += time.perf_counter() - t0
 
-        _build.init_head = timed
+        setattr(self.module, self.name, timed)
         return self
 
     def __exit__(self, *exc):
-        _build.init_head = self._original
+        setattr(self.module, self.name, self._original)
 
 
-class _SolverTimer:
-    """Adds up the time of the engine's pseudo-label solves (``skcce._engine._step._solve``)."""
+def _InitTimer():  # noqa: N802
+    """The KMeans init of the linear head (``skcce._engine._build.init_head``)."""
+    return _Timer(_build, "init_head")
 
-    def __enter__(self):
-        import skcce._engine._step as step
 
-        self.total = 0.0
-        self._step, self._original = step, step._solve
-        original = self._original
+def _SolverTimer():  # noqa: N802
+    """The engine's pseudo-label solves (``skcce._engine._step._solve``)."""
+    import skcce._engine._step as step
 
-        def timed(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.total += time.perf_counter() - t0
-
-        step._solve = timed
-        return self
-
-    def __exit__(self, *exc):
-        self._step._solve = self._original
+    return _Timer(step, "_solve")
 
 
 def _with_solver_share(name, make, X, y, seeds):
