@@ -97,9 +97,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         The network: a linear head on 2-D features, the supplement's VGG-4 or a ResNet-18 on
         images, a module mapping a batch to K logits, or a factory
         ``f(input_shape, n_clusters) -> nn.Module``.
-    init : {"auto", "random", "kmeans"} or array-like of shape (n_clusters, n_features), \
-            default="auto"
-        Initial linear head. ``"random"``: Kaiming-normal weights, zero bias (supplement
+    init : {"auto", "random", "kmeans"} or array-like, default="auto"
+        Initial linear head (an array: centroids of shape (n_clusters, n_features)). ``"random"``: Kaiming-normal weights, zero bias (supplement
         4.2). ``"kmeans"``: k-means++ seeds and at most 10 Lloyd iterations on a random
         subsample (5000 rows, at least 100 a cluster) in the normalised input space,
         then weights :math:`s c_k` and biases :math:`-s\|c_k\|^2/2`, so that the softmax
@@ -214,7 +213,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         The trained network (on the training device).
     n_features_in_ : int
         Number of features (second dimension of X) seen in fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of the features seen in fit; only when X has string column names (a
         pandas DataFrame).
     input_shape_ : tuple of int
