@@ -98,7 +98,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         images, a module mapping a batch to K logits, or a factory
         ``f(input_shape, n_clusters) -> nn.Module``.
     init : {"auto", "random", "kmeans"} or array-like, default="auto"
-        Initial linear head (an array: centroids of shape (n_clusters, n_features)). ``"random"``: Kaiming-normal weights, zero bias (supplement
+        Initial linear head (an array: centroids of shape (n_clusters, n_features)).
+        ``"random"``: Kaiming-normal weights, zero bias (supplement
         4.2). ``"kmeans"``: k-means++ seeds and at most 10 Lloyd iterations on a random
         subsample (5000 rows, at least 100 a cluster) in the normalised input space,
         then weights :math:`s c_k` and biases :math:`-s\|c_k\|^2/2`, so that the softmax
