@@ -92,6 +92,28 @@ def test_prepare_normalises_flat_features(data):
     assert abs(float(batch.var(dim=0, unbiased=False).mean()) - 1) < 1e-5  # one global scale
 
 
+@pytest.mark.parametrize(
+    "scale, offset", [(1.0, 0.0), (1e-30, 0.0), (1e-12, 0.0), (3e7, 1e9), (1.0, 4e3)]
+)
+def test_float32_flat_route_equals_float64_route(scale, offset):
+    # float32 features are normalised in float32 ((x - m_hi) * inv - c); the float64 route
+    # (the one of float64 features) must give the same float32 values to rounding
+    rng = np.random.default_rng(0)
+    X32 = (offset + scale * rng.normal(size=(300, 6)) * np.arange(1, 7)).astype(np.float32)
+    inputs = prepare(X32, "linear").inputs
+    assert inputs._flat32(np.float32) is not None  # the float32 route is taken
+    rows = np.arange(0, 300, 3)
+    fast = inputs.raw(X32, rows, torch.device("cpu")).numpy()
+    ref = inputs.raw(X32.astype(np.float64), rows, torch.device("cpu")).numpy()
+    assert fast.dtype == ref.dtype == np.float32
+    np.testing.assert_allclose(fast, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_float32_flat_route_is_not_taken_for_float64():
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    assert prepare(X, "linear").inputs._flat32(X.dtype) is None
+
+
 # ----- one training run ---------------------------------------------------------------------
 def test_run_single_result_and_callback_order(data):
     recorder = Recorder()

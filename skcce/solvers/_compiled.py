@@ -24,7 +24,7 @@ from skcce.solvers._common import PseudoLabelResult
 
 #: whether the compiled path is used when ``SKCCE_SOLVER`` is unset (see docs/benchmarks.md,
 #: "compile time": the default follows the measured cold compile of the default path)
-DEFAULT = False
+DEFAULT = True
 
 _CHOICE = os.environ.get("SKCCE_SOLVER", "").strip().lower()
 #: the resolved switch

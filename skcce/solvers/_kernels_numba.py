@@ -435,8 +435,13 @@ def _has(sup, cnt, i, k):
 
 @njit(cache=True, error_model="numpy")
 def _widen(a, width):
-    out = np.zeros((a.shape[0], width), dtype=a.dtype)
-    out[:, : a.shape[1]] = a
+    """``a`` with zero columns appended up to ``width`` (element loops: a slice assignment
+    would make numba compile its broadcasting error message, seconds of a cold compile)."""
+    n, m = a.shape
+    out = np.zeros((n, width), dtype=a.dtype)
+    for i in range(n):
+        for j in range(m):
+            out[i, j] = a[i, j]
     return out
 
 
@@ -626,7 +631,9 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             if math.isfinite(F) and gap < best_gap:
                 best_gap = gap
                 best_val = F
-                best_Y[:, :] = Yc
+                for i in range(N):  # element loop: see _widen
+                    for k in range(K):
+                        best_Y[i, k] = Yc[i, k]
             if math.isfinite(F) and gap <= tol * max(abs(F), 1.0):
                 return Yc, F, gap, n_iter, True, n_pass
             if n_iter >= max_iter:
@@ -733,7 +740,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             S[a, a] += 1.0
         # Mehrotra: affine-scaling predictor, then the centred, second-order corrected step
         ap, ad = _direction(
-            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, 0.0, cv, False, dyv, dzv,
+            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, 0.0, cv, 0.0, dyv, dzv,
             idx, rhs, c_vec, 1.0,
         )  # fmt: skip
         if not ap >= 0:
@@ -749,7 +756,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         cen = min(max((mu_aff / mu) ** 3, 0.0), 1.0) if mu > 0 else 0.0
         tau = max(_TAU, 1.0 - mu)
         ap, ad = _direction(
-            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, cen * mu, cv, True, dyv,
+            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, cen * mu, cv, 1.0, dyv,
             dzv, idx, rhs, c_vec, tau,
         )  # fmt: skip
         if not ap >= 0:
@@ -774,7 +781,8 @@ def _direction(
     """One interior-point direction given the factored rows (``gbuf``) and Schur matrix ``S``.
 
     The complementarity target of entry ``(i, q)`` is ``target - cv[i, q]`` (Mehrotra's
-    second-order term when ``corrected``). Writes ``dyv``, ``dzv``; returns the primal and
+    second-order term when ``corrected > 0``; a float flag, as a bool constant would make numba
+    compile the function once per value). Writes ``dyv``, ``dzv``; returns the primal and
     dual step lengths to ``tau`` of the way to the boundary (``(-1, -1)`` on a failure).
     """
     N = yv.shape[0]
@@ -807,7 +815,7 @@ def _direction(
             rq = basic[i]
             r = sup[i, rq]
             xi = x[i]
-            tr = target - cv[i, rq] if corrected else target
+            tr = target - cv[i, rq] if corrected > 0.0 else target
             rr = sigma[i, r] / xi - phi[r] + tr / yv[i, rq] - p[r]
             n1 = 0
             for q in range(m):
@@ -815,7 +823,7 @@ def _direction(
                     continue
                 k = sup[i, q]
                 idx[n1] = k
-                tk = target - cv[i, q] if corrected else target
+                tk = target - cv[i, q] if corrected > 0.0 else target
                 rhs[n1] = (sigma[i, k] / xi - phi[k] + tk / yv[i, q] - p[k]) - rr
                 n1 += 1
             o = goff[i]
@@ -835,7 +843,7 @@ def _direction(
             dyv[i, rq] = -tot
             for q in range(m):
                 dy = dyv[i, q]
-                tk = target - cv[i, q] if corrected else target
+                tk = target - cv[i, q] if corrected > 0.0 else target
                 dz = (tk - yv[i, q] * zv[i, q] - zv[i, q] * dy) / yv[i, q]
                 dzv[i, q] = dz
                 if not (math.isfinite(dy) and math.isfinite(dz)):
