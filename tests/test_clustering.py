@@ -265,6 +265,7 @@ def test_bad_device_string(blobs):
         CCEClustering(n_clusters=3, device="gpu0", **FAST).fit(X)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_fit_predict(blobs):
     X, y = blobs
@@ -425,6 +426,7 @@ def test_sklearn_callbacks_receive_epochs(blobs):
     assert ("begin", "fit") in events and ("end", "fit") in events
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_bf16_autocast(blobs):
     X, y = blobs

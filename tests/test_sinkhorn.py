@@ -147,6 +147,7 @@ def test_float32_keeps_dtype():
     )
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu():
     P = random_probs(250, 10, 5)

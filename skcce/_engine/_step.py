@@ -2,7 +2,9 @@
 
 1. forward the batch, ``sigma = softmax(logits)`` (detached);
 2. solve the batch's soft pseudo-labels exactly, warm-started from ``sigma`` (the solvers'
-   private path :func:`skcce.solvers._solve`: the data are valid rows by construction);
+   private path :func:`skcce.solvers._solve`: the data are valid rows by construction); when
+   the compiled kernels take the problem it is solved on the host, with one copy of the
+   probabilities there and one of the labels back (:mod:`skcce.solvers._transfer`);
 3. one optimiser step on the network loss
 
    ``mean_i H(y_i, sigma_i) + fairness_weight * KL(u || mean_i sigma_i)``
@@ -30,7 +32,7 @@ from skcce.losses import (
     cross_entropy,
     reverse_cross_entropy,
 )
-from skcce.solvers import _solve, make_problem
+from skcce.solvers import _compiled, _solve, _transfer, make_problem
 
 NETWORK_LOSSES = {
     "collision": collision_cross_entropy,
@@ -94,6 +96,10 @@ def pseudo_labels(probs, n_global, cfg, prior, ctx):
         The network's predictions are not finite (training diverged).
     """
     probs = ctx.gather_rows(probs, n_global)
+    if _compiled.takes(cfg.loss, cfg.solver):
+        # the compiled kernels solve on the host: the step's one device-to-host copy, after
+        # which the check below and the whole solve read no device memory
+        probs = _transfer.to_host(probs)
     if not bool(torch.isfinite(probs).all()):
         raise FloatingPointError(
             "the network's predictions became non-finite; lower learning_rate or check the "
@@ -123,7 +129,7 @@ def train_step(step: Step, X, rows, aug_gen) -> StepResult:
     probs = sigma.detach().to(torch.float64)
     probs = probs / probs.sum(dim=1, keepdim=True)  # exact rows in float64
     Y, res = pseudo_labels(probs, n_global, cfg, step.prior, ctx)
-    Y = Y.to(device=device, dtype=logits.dtype)
+    Y = _transfer.to_device(Y.to(logits.dtype), device)  # labels solved on the host: one copy
     net_loss = NETWORK_LOSSES[cfg.loss]
     loss = net_loss(logits, Y) if len(idx) else logits.sum() * 0
     if ctx.active:

@@ -82,19 +82,21 @@ def run_epoch(step: Step, X, generator, run, epoch, callbacks) -> dict:
         # per-epoch, per-rank generator derived from it
         seed = int(torch.randint(2**62, (1,), generator=generator))
         aug_gen = torch.Generator().manual_seed(seed + 7919 * ctx.rank)
-    tot_loss = tot_fair = 0.0
-    counts = np.zeros(k, dtype=np.int64)
+    # the epoch's statistics add up on the device and are read once, after the last batch
+    sums = torch.zeros(2, dtype=torch.float64, device=cfg.device)  # loss, fairness
+    counts = torch.zeros(k, dtype=torch.int64, device=cfg.device)
     solver_iter = unconverged = 0
     for begin in range(0, n, cfg.batch_size):
         rows = np.sort(order[begin : begin + cfg.batch_size])  # the global batch
         out = train_step(step, X, rows, aug_gen)
-        solver_iter += out.solver.n_iter
+        solver_iter += out.solver.n_iter  # host values: the solver's result
         unconverged += not out.solver.converged
-        tot_loss += float(out.loss) * out.n_local
-        tot_fair += float(out.fairness) * out.n_local
-        counts += np.bincount(out.logits.argmax(dim=1).cpu().numpy(), minlength=k)
+        sums += torch.stack([out.loss, out.fairness]).to(torch.float64) * out.n_local
+        counts += torch.bincount(out.logits.argmax(dim=1), minlength=k)
         for callback in callbacks:
             callback.on_batch_end(run)
+    sums, counts = sums.cpu().numpy(), counts.cpu().numpy()
+    tot_loss, tot_fair = float(sums[0]), float(sums[1])
     if ctx.active:  # epoch statistics of the whole data
         summed = ctx.sum_array([tot_loss, tot_fair, *counts], cfg.device)
         tot_loss, tot_fair = float(summed[0]), float(summed[1])

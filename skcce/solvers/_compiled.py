@@ -3,13 +3,17 @@
 Both entries of the solvers reach it: the public :func:`skcce.solvers.solve_pseudo_labels` (after
 validation) and the engine's private :func:`skcce.solvers._solve`. The compiled path applies to
 the collision loss, methods ``"newton"`` (the interior-point column-generation solver, certified
-by the same duality-gap rule) and ``"em"`` (the paper's EM), a CPU float32/float64 problem with
-``lam > 0`` and ``K >= 2``, when numba is importable. Everything else, and every compiled run that
-does not certify, goes to the torch path, which stays the reference and the CUDA path.
+by the same duality-gap rule) and ``"em"`` (the paper's EM), a CPU or CUDA float32/float64
+problem with ``lam > 0`` and ``K >= 2``, when numba is importable. Everything else, and every
+compiled run that does not certify, goes to the torch path, which stays the reference.
 
 The switch: the environment variable ``SKCCE_SOLVER`` (read at import) is ``"compiled"`` (use
 the kernels where they apply) or ``"torch"`` (never); unset, :data:`DEFAULT` decides.
-:data:`ENABLED` is the resolved value (tests and benchmarks flip it).
+
+CUDA problems are solved on the host by the same kernels, with one copy each way
+(:mod:`skcce.solvers._transfer`); ``SKCCE_SOLVER=torch`` keeps them on the device (the torch
+walk, which reads the host inside its iterations). :data:`ENABLED` is the resolved value
+(tests and benchmarks flip it).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import os
 import numpy as np
 import torch
 
-from skcce.solvers import _em, _newton
+from skcce.solvers import _em, _newton, _transfer
 from skcce.solvers._common import PseudoLabelResult
 
 #: whether the compiled path is used when ``SKCCE_SOLVER`` is unset (see docs/benchmarks.md,
@@ -33,19 +37,42 @@ ENABLED = {"compiled": True, "numba": True, "torch": False}.get(_CHOICE, DEFAULT
 _DEFAULT_MAX_ITER = {"newton": _newton.DEFAULT_MAX_ITER, "em": _em.DEFAULT_MAX_ITER}
 
 
+def takes(loss, method) -> bool:
+    """Whether the compiled path takes problems of this loss and resolved method (the
+    engine's question before it builds a batch's problem: on CUDA it then builds it on the
+    host, see :mod:`skcce.solvers._transfer`)."""
+    return ENABLED and loss == "collision" and method in _DEFAULT_MAX_ITER
+
+
 def applies(problem, method) -> bool:
-    """Whether the compiled path takes this validated problem (numba not yet imported)."""
+    """Whether the compiled path takes this validated problem (numba not yet imported).
+
+    CPU and CUDA problems alike: a CUDA problem is copied to the host once
+    (:func:`solve`)."""
     probs = problem.probs
     return (
-        ENABLED
-        and problem.loss == "collision"
-        and method in _DEFAULT_MAX_ITER
-        and probs.device.type == "cpu"
+        takes(problem.loss, method)
+        and probs.device.type in ("cpu", "cuda")
         and probs.dtype in (torch.float32, torch.float64)
         and problem.lam > 0
         and problem.k >= 2
         and not probs.requires_grad
     )
+
+
+def _host_data(problem, init):
+    """``(probs, init, prior)`` as NumPy arrays; one device-to-host copy for a CUDA problem
+    (the three are stacked on the device and copied together)."""
+    probs = problem.probs
+    if probs.device.type == "cpu":
+        prior = problem.prior_np
+        return probs.numpy(), None if init is None else init.detach().cpu().numpy(), prior
+    parts = [probs] + ([] if init is None else [init.detach().to(probs.dtype)])
+    parts.append(problem.prior.to(probs.dtype)[None, :])
+    host = _transfer.to_host(torch.cat(parts)).numpy()
+    n = problem.n
+    init_h = None if init is None else host[n : 2 * n]
+    return host[:n], init_h, host[-1].astype(np.float64)
 
 
 def solve(problem, method, init, *, tol, max_iter):
@@ -59,19 +86,21 @@ def solve(problem, method, init, *, tol, max_iter):
         return None
     probs = problem.probs
     np_dtype = np.float32 if probs.dtype == torch.float32 else np.float64
+    probs_h, init_h, prior_h = _host_data(problem, init)
     out = kn.solve_collision_numba(
-        probs.numpy(),
+        probs_h,
         problem.lam,
-        problem.prior_np,
+        prior_h,
         problem.fairness,
         tol=tol,
         max_iter=_DEFAULT_MAX_ITER[method] if max_iter is None else max_iter,
-        init=None if init is None else init.detach().cpu().numpy(),
+        init=init_h,
         method=method,
         labels_dtype=np_dtype,
     )
     if not out.certified:
         return None
-    return PseudoLabelResult(
-        torch.from_numpy(out.labels), out.objective, out.gap, out.n_iter, True, method
-    )
+    labels = torch.from_numpy(out.labels)
+    if probs.device.type != "cpu":  # a CUDA problem: its one copy back
+        labels = _transfer.to_device(labels, probs.device)
+    return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)

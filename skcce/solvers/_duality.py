@@ -62,7 +62,14 @@ class Problem:
         self.loss = loss
         self.n, self.k = probs.shape
         self.active = prior > 0
-        self.prior_np = prior.detach().double().cpu().numpy()
+        self._prior_np = None
+
+    @property
+    def prior_np(self):
+        """The prior as a float64 NumPy array (read from the device on first use only)."""
+        if self._prior_np is None:
+            self._prior_np = self.prior.detach().double().cpu().numpy()
+        return self._prior_np
 
     def objective(self, Y: torch.Tensor) -> torch.Tensor:
         """F(Y) as a scalar tensor (may be +inf)."""

@@ -1,0 +1,121 @@
+"""Cold start: ``skcce --help``, and a fresh process that imports skcce and fits digits.
+
+Each row is a new Python process. The fit rows time, inside that process, in this order:
+``import torch``; ``import skcce``; loading the compiled solver kernels (compiling them when
+numba's on-disk cache is empty, reading it otherwise: one call on a (250, 10) problem); the
+first ``CCEClustering(n_clusters=10).fit(digits)`` (defaults); and a second, warm fit. The
+first process gets an empty numba cache (``NUMBA_CACHE_DIR`` in a new temporary folder, as
+after a fresh install); the second reuses it. ``skcce --help`` is timed from outside (wall
+time of the whole process, best of 3).
+
+Usage: ``python benchmarks/bench_coldstart.py [--no-write]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import machine_lines, publish  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import json, time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+import skcce
+from skcce import CCEClustering
+t2 = time.perf_counter()
+import numpy as np
+from skcce.solvers import solve_pseudo_labels
+g = torch.Generator().manual_seed(0)
+probs = torch.softmax(3 * torch.randn(250, 10, generator=g, dtype=torch.float64), dim=1)
+solve_pseudo_labels(probs, lam=100.0)
+t3 = time.perf_counter()
+from sklearn.datasets import load_digits
+X, _ = load_digits(return_X_y=True)
+t4 = time.perf_counter()
+CCEClustering(n_clusters=10, random_state=0).fit(X)
+t5 = time.perf_counter()
+CCEClustering(n_clusters=10, random_state=0).fit(X)
+t6 = time.perf_counter()
+print(json.dumps({"torch": t1 - t0, "skcce": t2 - t1, "kernels": t3 - t2,
+                  "first_fit": t5 - t4, "warm_fit": t6 - t5, "total": t6 - t0 - (t4 - t3)}))
+"""
+
+
+def _child(cache_dir):
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _help_time(repeats=3):
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "skcce", "--help"], cwd=ROOT, capture_output=True)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
+    help_s = _help_time()
+    with tempfile.TemporaryDirectory() as cache:
+        rows = [("first process, empty numba cache", _child(cache))]
+        rows.append(("second process, same cache", _child(cache)))
+    lines = [
+        "| process | `import torch` | `import skcce` | kernels (compile or load) | first fit "
+        "| warm fit | first fit / warm fit | total |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in rows:
+        lines.append(
+            f"| {name} | {r['torch']:.2f} s | {r['skcce']:.2f} s | {r['kernels']:.2f} s "
+            f"| {r['first_fit']:.2f} s | {r['warm_fit']:.2f} s "
+            f"| {r['first_fit'] / r['warm_fit']:.2f} | {r['total']:.2f} s |"
+        )
+    body = "\n".join(
+        [
+            "## Cold start (`benchmarks/bench_coldstart.py`)",
+            "",
+            f"Measured {datetime.date.today()} by `python benchmarks/bench_coldstart.py` "
+            f"(load average {load:.2f} at start).",
+            "",
+            *machine_lines(("cpu",)),
+            "",
+            f"`python -m skcce --help`: **{help_s:.2f} s** (wall time of the process, best of "
+            "3; torch is not imported).",
+            "",
+            "A fresh process that imports skcce and fits digits twice with the defaults "
+            "(torch's default threads); *total* leaves out loading digits. The first fit of a "
+            "process also pays torch's own one-time import of `torch._dynamo`, which "
+            "`torch.optim` does on the first optimiser step of any training loop.",
+            "",
+            *lines,
+        ]
+    )
+    print(body)
+    return publish("bench_coldstart", body, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

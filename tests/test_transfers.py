@@ -1,0 +1,111 @@
+"""Transfers between the device and the host in the pseudo-label step (issue 14).
+
+On CUDA a batch's problem is copied to the host once, solved there by the compiled kernels
+and its labels copied back once (:mod:`skcce.solvers._transfer`). On the CPU both transfer
+points are no-ops, so their calls are counted here by patching them; with a GPU the CUDA tests
+also run the step under ``torch.cuda.set_sync_debug_mode``.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_blobs
+
+from skcce import CCEClustering
+from skcce.solvers import _compiled, _transfer, make_problem, solve_pseudo_labels
+from skcce.solvers import _solve as private_solve
+
+CUDA = torch.cuda.is_available()
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    calls = {"to_host": 0, "to_device": 0}
+    real_host, real_device = _transfer.to_host, _transfer.to_device
+
+    def to_host(t):
+        calls["to_host"] += 1
+        return real_host(t)
+
+    def to_device(t, device):
+        calls["to_device"] += 1
+        return real_device(t, device)
+
+    monkeypatch.setattr(_transfer, "to_host", to_host)
+    monkeypatch.setattr(_transfer, "to_device", to_device)
+    monkeypatch.setattr(_compiled, "ENABLED", True)
+    return calls
+
+
+def _blobs():
+    X, _ = make_blobs(n_samples=300, centers=3, n_features=5, random_state=0)
+    return X.astype(np.float32)
+
+
+@pytest.mark.parametrize("solver", ["auto", "em"])
+def test_a_fit_copies_once_each_way_per_step(counted, solver):
+    # 300 rows in batches of 64: 5 steps an epoch, 2 epochs, one restart
+    est = CCEClustering(
+        n_clusters=3, n_init=1, max_epochs=2, batch_size=64, solver=solver, random_state=0
+    )
+    est.fit(_blobs())
+    steps = 2 * 5
+    assert counted == {"to_host": steps, "to_device": steps}
+
+
+def test_the_torch_path_does_not_go_through_the_host(counted, monkeypatch):
+    monkeypatch.setattr(_compiled, "ENABLED", False)
+    CCEClustering(n_clusters=3, n_init=1, max_epochs=1, batch_size=100, random_state=0).fit(
+        _blobs()
+    )
+    assert counted["to_host"] == 0  # the problem stays where the network is
+
+
+def test_a_cpu_solve_makes_no_copy(counted):
+    probs = torch.softmax(torch.randn(50, 4, dtype=torch.float64), dim=1)
+    res = solve_pseudo_labels(probs, lam=50.0)
+    assert res.converged and counted == {"to_host": 0, "to_device": 0}
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs CUDA")
+def test_a_cuda_solve_copies_at_most_three_times(counted):
+    probs = torch.softmax(torch.randn(250, 10, dtype=torch.float64, device="cuda"), dim=1)
+    problem = make_problem(probs, lam=100.0, fairness="reverse", prior=None, loss="collision")
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            res = private_solve(problem, "newton", tol=1e-7)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
+    assert res.converged and res.labels.device.type == "cuda"
+    assert counted["to_host"] + counted["to_device"] <= 3
+    assert len(syncs) <= 3
+    ref = solve_pseudo_labels(probs.cpu(), lam=100.0)
+    assert abs(res.objective - ref.objective) <= 1e-6 * max(abs(ref.objective), 1.0)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs CUDA")
+def test_a_cuda_fit_step_synchronises_a_fixed_number_of_times(counted):
+    X = _blobs()
+    est = CCEClustering(
+        n_clusters=3, n_init=1, max_epochs=1, batch_size=60, device="cuda", random_state=0
+    )
+    est.fit(X)  # warm-up: CUDA context, kernels
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            est.fit(X)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
+    steps = 5  # 300 rows in batches of 60, one epoch
+    # per step the one copy of the probabilities; the rest is per fit (statistics, predict)
+    assert len(syncs) <= 3 * steps, [str(w.message) for w in syncs[:5]]
