@@ -50,7 +50,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import machine_lines, update_section  # noqa: E402
+from _report import machine_lines, publish  # noqa: E402
 from skcce._compare import evaluate, kmeans_factory, markdown_table  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
@@ -309,9 +309,7 @@ def main(argv=None):
             *[f"- {line}" for line in verdicts],
         ]
     )
-    if not args.no_write:
-        update_section("bench_embeddings", body)
-    return 0
+    return publish("bench_embeddings", body, args)
 
 
 if __name__ == "__main__":

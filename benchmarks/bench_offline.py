@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _report import machine_lines, update_section  # noqa: E402
+from _report import machine_lines, publish  # noqa: E402
 
 _CHILD = """
 import time, numpy as np, torch
@@ -99,6 +99,7 @@ def _cli_case(checkout, *extra):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default=None, help="another skcce checkout to compare")
+    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     rows = []
     if args.before:
@@ -140,8 +141,8 @@ def main():
         ]
     )
     print(body)
-    update_section("bench_offline", body)
+    return publish("bench_offline", body, args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

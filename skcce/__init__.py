@@ -4,6 +4,7 @@ The public names are imported on first use (module ``__getattr__``, PEP 562), so
 ``import skcce`` and ``skcce --help`` do not import torch.
 """
 
+from skcce._lazy import attach
 from skcce._legacy import install as _install_legacy_paths
 
 _install_legacy_paths()
@@ -27,16 +28,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'skcce' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = attach(globals(), _LAZY)

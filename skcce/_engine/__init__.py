@@ -9,6 +9,8 @@ validates user input or imports an estimator. The names below are imported on fi
 (PEP 562), so that light modules (``_io``) load without torch.
 """
 
+from skcce._lazy import attach
+
 _LAZY = {
     "infer_proba": "skcce._engine._inference",
     "Inputs": "skcce._engine._preprocess",
@@ -32,16 +34,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'skcce._engine' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = attach(globals(), _LAZY)
