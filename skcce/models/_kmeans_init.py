@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.special import logsumexp
 
 __all__ = [
     "LLOYD_ITER",
@@ -161,8 +160,10 @@ def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int, n_iter: int = LL
 
 
 def _mean_confidence(d2: np.ndarray, scale: float) -> float:
+    # the largest softmax entry of a row is 1 / sum_k exp(l_k - max_k l_k)
     logits = -0.5 * scale * d2
-    return float(np.exp(logits.max(axis=1) - logsumexp(logits, axis=1)).mean())
+    logits -= logits.max(axis=1, keepdims=True)
+    return float((1.0 / np.exp(logits).sum(axis=1)).mean())
 
 
 def soft_assignment_scale(Z: np.ndarray, centroids: np.ndarray, target=None):
