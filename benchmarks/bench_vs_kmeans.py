@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
 import time
 from pathlib import Path
@@ -171,6 +172,7 @@ def main(argv=None):
     parser.add_argument("--no-fashion", action="store_true", help="digits only")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
     twin = args.threads == "default"
     if not twin:
         torch.set_num_threads(int(args.threads))
@@ -207,7 +209,7 @@ def main(argv=None):
             f"--seeds {args.seeds} --threads {args.threads}"
             + (f" --device {args.device}" if args.device != "auto" else "")
             + (" --no-fashion" if args.no_fashion else "")
-            + f"` (seeds {seeds}).",
+            + f"` (seeds {seeds}; load average {load:.2f} at start).",
             "",
             *machine_lines(("cpu",)),
             "",
