@@ -89,6 +89,8 @@ class Context:
     # ----- sharding --------------------------------------------------------------------
     def bounds(self, n: int) -> np.ndarray:
         """Offsets ``(W + 1,)`` of the contiguous shards of ``n`` rows (sizes differ by <= 1)."""
+        if self.world_size == 1:  # one process: the whole batch (a per-step call)
+            return np.array([0, n], dtype=np.int64)
         sizes = np.full(self.world_size, n // self.world_size, dtype=np.int64)
         sizes[: n % self.world_size] += 1
         return np.concatenate([[0], np.cumsum(sizes)])
