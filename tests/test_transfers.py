@@ -69,6 +69,27 @@ def test_a_cpu_solve_makes_no_copy(counted):
     assert res.converged and counted == {"to_host": 0, "to_device": 0}
 
 
+@pytest.mark.parametrize("with_init", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_device_problem_goes_to_the_host_in_one_copy(counted, with_init, dtype):
+    # the CUDA branch's stacking and splitting, run on CPU tensors
+    g = torch.Generator().manual_seed(0)
+    probs = torch.softmax(torch.randn(30, 4, generator=g, dtype=torch.float64), dim=1)
+    prior = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    problem = make_problem(probs.to(dtype), lam=10.0, fairness="reverse", prior=prior,
+                           loss="collision")  # fmt: skip
+    init = torch.softmax(torch.randn(30, 4, generator=g), dim=1) if with_init else None
+    p, i, u = _compiled._stacked_to_host(problem, init)
+    assert counted["to_host"] == 1
+    np.testing.assert_array_equal(p, probs.to(dtype).numpy())
+    assert p.dtype == np.dtype(str(dtype).split(".")[1]) and u.dtype == np.float64
+    np.testing.assert_array_equal(u, prior.to(dtype).double().numpy())
+    if with_init:
+        np.testing.assert_array_equal(i, init.to(dtype).numpy())
+    else:
+        assert i is None
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs CUDA")
 def test_a_cuda_solve_copies_at_most_three_times(counted):

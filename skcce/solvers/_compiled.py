@@ -67,6 +67,13 @@ def _host_data(problem, init):
     if probs.device.type == "cpu":
         prior = problem.prior_np
         return probs.numpy(), None if init is None else init.detach().cpu().numpy(), prior
+    return _stacked_to_host(problem, init)
+
+
+def _stacked_to_host(problem, init):
+    """:func:`_host_data` of a device problem: ``probs``, ``init`` and the prior stacked on
+    their device, one :func:`~skcce.solvers._transfer.to_host` copy, split on the host."""
+    probs = problem.probs
     parts = [probs] + ([] if init is None else [init.detach().to(probs.dtype)])
     parts.append(problem.prior.to(probs.dtype)[None, :])
     host = _transfer.to_host(torch.cat(parts)).numpy()
