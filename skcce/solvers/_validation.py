@@ -34,14 +34,16 @@ def _check_rows_on_simplex(t, name, tol=None):
     largest allowed deviation; default by dtype, 1e-4 (float32) or 1e-8 per column)."""
     if tol is None:
         tol = (1e-4 if t.dtype == torch.float32 else 1e-8) * max(1, t.shape[1])
-    if not bool(torch.isfinite(t).all()):
+    lo, hi = torch.aminmax(t)  # NaN propagates: one pass for both checks
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
         raise ValueError(f"{name} contains NaN or infinite values")
-    if bool((t < 0).any()):
+    if lo < 0:
         raise ValueError(f"{name} contains negative values; rows must be probability vectors")
-    err = (t.sum(dim=1) - 1).abs().max()
-    if float(err) > tol:
+    err = float((t.sum(dim=1) - 1).abs().max())
+    if err > tol:
         raise ValueError(
-            f"rows of {name} must sum to 1 (largest deviation {float(err):.3g}); pass "
+            f"rows of {name} must sum to 1 (largest deviation {err:.3g}); pass "
             "probabilities (e.g. softmax of the logits), not logits"
         )
 
@@ -69,9 +71,17 @@ def _source_eps(t):
     if t.dtype not in (torch.float32, torch.float64) or t.numel() == 0:
         return None
     own = torch.finfo(t.dtype).eps
+
+    def holds(fmt):
+        return bool((t.to(fmt).to(t.dtype) == t).all())
+
+    # bfloat16 and float16 numbers are all float32 numbers: float64 data that float32 does
+    # not hold (genuine float64 probabilities) is answered by one round trip
+    if t.dtype == torch.float64 and not holds(torch.float32):
+        return None
     for fmt in (torch.bfloat16, torch.float16, torch.float32):  # coarsest first
         eps = torch.finfo(fmt).eps
-        if eps > own and bool((t.to(fmt).to(t.dtype) == t).all()):
+        if eps > own and (fmt == torch.float32 or holds(fmt)):
             return eps
     return None
 
