@@ -108,9 +108,12 @@ def main(argv=None):
             "`import skcce` and the `--help` of every subcommand leave torch unimported.",
             "",
             "A fresh process that imports skcce and fits digits twice with the defaults "
-            "(torch's default threads); *total* leaves out loading digits. The first fit of a "
-            "process also pays torch's own one-time import of `torch._dynamo`, which "
-            "`torch.optim` does on the first optimiser step of any training loop.",
+            "(torch's default threads); *total* leaves out loading digits. Two one-time costs "
+            "are not skcce's: `import skcce` (which imports the estimator) is mostly "
+            "scikit-learn's own import (scipy.stats, pandas: about 1.8 s of `-X importtime` "
+            "here), and the first fit of a process pays torch's import of `torch._dynamo`, "
+            "which `torch.optim` does when the first optimiser is built "
+            "(`Optimizer.add_param_group`), in any training loop.",
             "",
             *lines,
         ]
