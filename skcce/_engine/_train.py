@@ -92,7 +92,8 @@ def run_epoch(step: Step, X, generator, run, epoch, callbacks) -> dict:
         solver_iter += out.solver.n_iter  # host values: the solver's result
         unconverged += not out.solver.converged
         sums += torch.stack([out.loss, out.fairness]).to(torch.float64) * out.n_local
-        counts += torch.bincount(out.logits.argmax(dim=1), minlength=k)
+        pred = out.logits.argmax(dim=1)  # scatter_add_, not bincount: no sync on CUDA
+        counts.scatter_add_(0, pred, torch.ones_like(pred))
         for callback in callbacks:
             callback.on_batch_end(run)
     sums, counts = sums.cpu().numpy(), counts.cpu().numpy()
