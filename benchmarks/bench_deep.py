@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime
+import multiprocessing
 import shlex
 import sys
 import time
@@ -204,7 +205,9 @@ def run_parallel(X, y, rows, seeds, k, jobs, threads):
         first seed.
     """
     tasks = {}
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+    # spawned workers: a forked child cannot use CUDA once the parent touched it
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
         for r, (_, kwargs) in enumerate(rows):
             for seed in seeds:
                 tasks[(r, seed)] = pool.submit(_fit_seed, X, kwargs, seed, k, threads)

@@ -21,11 +21,11 @@ mkdir -p "$OUTDIR"
 status=0
 
 echo "== CUDA tests (pytest -m cuda)"
-timeout 150 "$PY" -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tee "$OUTDIR/pytest_cuda.txt"
+timeout 120 "$PY" -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tee "$OUTDIR/pytest_cuda.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== solver on CUDA (solve_pseudo_labels: compiled kernels on the host vs torch on the device)"
-timeout 120 "$PY" - <<'PYEOF' 2>&1 | tee "$OUTDIR/solver_cuda.md"
+timeout 90 "$PY" - <<'PYEOF' 2>&1 | tee "$OUTDIR/solver_cuda.md"
 import time
 import torch
 from skcce.solvers import _compiled, solve_pseudo_labels
@@ -56,14 +56,27 @@ PYEOF
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== fit on CUDA (bench_vs_kmeans, digits, 1 seed, CCEClustering on cuda)"
-timeout 120 "$PY" benchmarks/bench_vs_kmeans.py --seeds 1 --no-fashion --no-write --device cuda 2>&1 \
+timeout 90 "$PY" benchmarks/bench_vs_kmeans.py --seeds 1 --no-fashion --no-write --device cuda 2>&1 \
     | tee "$OUTDIR/fit_cuda.md"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== features on CUDA (bench_features, tiny model)"
-timeout 90 "$PY" benchmarks/bench_features.py --model test_resnet --n-images 256 \
+timeout 60 "$PY" benchmarks/bench_features.py --model test_resnet --n-images 256 \
     --files 200 --output "$OUTDIR/features.md" 2>&1 | tee "$OUTDIR/features.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== VGG-4 with nothing but max_epochs=10 on CUDA (bench_deep --rows defaults, 3 seeds)"
+# issue 12's target; one such fit takes hours on 2 CPU cores. Needs Fashion-MNIST: Debian's
+# package, or the IDX files under $SKCCE_DATA/FashionMNIST/raw/ (carry them to the device).
+if "$PY" -c "from skcce.datasets import load_dataset; load_dataset('fashion-mnist')" \
+    >/dev/null 2>&1; then
+    timeout 120 "$PY" benchmarks/bench_deep.py --rows defaults --defaults-epochs 10 \
+        --seeds 3 --device cuda --no-write 2>&1 | tee "$OUTDIR/deep_defaults_cuda.md"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+    echo "Fashion-MNIST not found (set SKCCE_DATA): VGG-4 row skipped" \
+        | tee "$OUTDIR/deep_defaults_cuda.md"
+fi
 
 echo "device_check: done (status $status); tables in $OUTDIR"
 exit $status
