@@ -25,7 +25,8 @@ fit time, and ratios to KMeans in the same run. The ceiling is a supervised line
 ``LogisticRegression`` scored by 5-fold stratified cross-validation (accuracy of its
 out-of-fold predictions; NMI and ARI of the same predictions).
 
-Usage: ``python benchmarks/bench_embeddings.py [--seeds 3] [--threads 1] [--no-write]``
+Usage: ``python benchmarks/bench_embeddings.py [--seeds 3] [--threads default|N] [--no-write]``
+(``default``: torch's thread count is left as it is, what a user gets).
 """
 
 from __future__ import annotations
@@ -228,7 +229,9 @@ def run(name, X, y, seeds):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--threads", default="default", help="torch threads ('default': leave torch's own)"
+    )
     parser.add_argument("--cnn-epochs", type=int, default=2)
     parser.add_argument("--resnet-samples", type=int, default=3000)
     parser.add_argument(
@@ -241,7 +244,8 @@ def main(argv=None):
     command = "python benchmarks/bench_embeddings.py " + shlex.join(
         sys.argv[1:] if argv is None else list(argv)
     )
-    torch.set_num_threads(args.threads)
+    if args.threads != "default":
+        torch.set_num_threads(int(args.threads))
     seeds = list(range(args.seeds))
     wanted = args.datasets.split(",")
     t_start = time.perf_counter()
