@@ -17,6 +17,8 @@ from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from skcce._engine import _checkpoint
+from skcce._engine._batched import applies as batched_applies
+from skcce._engine._batched import run_batched
 from skcce._engine._build import make_builder
 from skcce._engine._callbacks import Best, ProgressBar, SklearnCallbacks
 from skcce._engine._device import loadable_device, resolve_device
@@ -161,7 +163,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         initialisation) and 1 otherwise (large data: one run is already well above KMeans
         on Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time; see
         docs/benchmarks.md); 1 when ``init`` is an array, and 1 for every other model (a
-        restart is a whole network training).
+        restart is a whole network training). The linear head's restarts train together,
+        as one batched model (one batched product and one optimiser step for all of them,
+        their pseudo-label problems solved side by side), unless ``verbose``, ``checkpoint``,
+        an augmentation or data parallelism is in use: the same restarts as one by one (same
+        seeds, shuffling and labels; weights equal up to float rounding), several times
+        faster on small data.
     device : str, default="auto"
         "auto" (CUDA when available, else CPU) or any torch device string.
     amp : bool, default=False
@@ -192,6 +199,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         the linear head (its small products and the pseudo-label solver gain nothing from
         more, and lose much on a shared machine), torch's current setting for every other
         model (convolutions do use the threads). An integer is used as given, for every model.
+        The independent pseudo-label problems of restarts trained together are solved on up
+        to ``n_threads`` threads (None: torch's setting when ``fit`` is called).
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffling and restarts through a local ``torch.Generator``
         (no global seeding). Under data parallelism rank 0's seeds are broadcast.
@@ -206,7 +215,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Epochs run by the kept restart.
     history_ : list of dict
         Per epoch of the kept restart: ``epoch``, ``loss``, ``fairness``, ``cluster_sizes``,
-        ``solver_iter``, ``solver_unconverged``, ``time``.
+        ``solver_iter``, ``solver_unconverged``, ``time`` (seconds; for restarts trained
+        together, the epoch of all of them).
     train_score_ : float
         :meth:`score` of the kept restart on the training data (the label-free mutual
         information that chose it among the restarts).
@@ -558,8 +568,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self : CCEClustering
             The fitted estimator.
         """
+        outer = torch.get_num_threads()  # the caller's setting, before the scope
         with thread_limit(self._thread_count()):
-            return self._fit(X)
+            return self._fit(X, solve_threads=self.n_threads or outer)
 
     def _thread_count(self):
         """The thread count of ``n_threads`` (None: leave torch's setting alone)."""
@@ -567,9 +578,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             return self.n_threads
         return 1 if _defaults.regime(self.model) == "linear" else None
 
-    def _fit(self, X):
+    def _fit(self, X, solve_threads=1):
         X = self._validate_X(X, reset=True)
         plan = self._plan(X)
+        plan.cfg.solve_threads = int(solve_threads)
         callbacks, resume = self._callbacks(X, plan)
         sk = next((c for c in callbacks if isinstance(c, SklearnCallbacks)), None)
         if sk is not None:
@@ -578,18 +590,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         if resume is not None:
             inputs, device = plan.prepared.inputs, plan.cfg.device
             best = resume.best(plan.build, X, inputs, device, plan.ctx, self.n_clusters)
-        for run in range(0 if resume is None else resume.first_run, plan.n_init):
-            try:
-                result = run_single(
-                    X, plan.prepared, plan.cfg, plan.build, plan.seeds[run], run,
-                    ctx=plan.ctx, callbacks=callbacks, resume=resume,
-                )  # fmt: skip
-            except FloatingPointError:  # skipped when others remain (one process, no checkpoint)
-                last = run + 1 == plan.n_init
-                if plan.n_init == 1 or plan.ctx.active or self.checkpoint or last and not best:
-                    raise
-                plan.diverged.append(run)  # the other restarts decide
-                continue
+        for result in self._restarts(X, plan, callbacks, resume, bool(best)):
             best = Best.keep(best, result, plan.cfg.prior)
             for callback in callbacks:
                 callback.on_run_end(result, best)
@@ -603,6 +604,35 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             self._warn_interrupted(result, best, plan.n_init)
         self._set_fitted(plan, best)
         return self
+
+    def _restarts(self, X, plan, callbacks, resume, resumed_best):
+        """The RunResults of the restarts still to run, in order: trained together when
+        :func:`skcce._engine._batched.applies` (the linear head's restarts), else one by
+        one, a diverged restart skipped when others remain (one process, no checkpoint)."""
+        runs = range(0 if resume is None else resume.first_run, plan.n_init)
+        if batched_applies(self.model, len(runs), plan.cfg, plan.ctx, self.checkpoint):
+            try:
+                yield from run_batched(
+                    X, plan.prepared, plan.cfg, plan.build, plan.seeds, runs, callbacks=callbacks
+                )
+                return
+            except FloatingPointError:  # one by one: the diverged restarts are skipped
+                pass
+        kept = resumed_best
+        for run in runs:
+            try:
+                result = run_single(
+                    X, plan.prepared, plan.cfg, plan.build, plan.seeds[run], run,
+                    ctx=plan.ctx, callbacks=callbacks, resume=resume,
+                )  # fmt: skip
+            except FloatingPointError:
+                last = run + 1 == plan.n_init
+                if plan.n_init == 1 or plan.ctx.active or self.checkpoint or last and not kept:
+                    raise
+                plan.diverged.append(run)  # the other restarts decide
+                continue
+            kept = kept or bool(result.history)
+            yield result
 
     def _warn_interrupted(self, result, best, n_init):
         warnings.warn(

@@ -34,6 +34,8 @@ its inputs.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 __all__ = [
@@ -103,15 +105,23 @@ def collision_cross_entropy(
     0.6931...
     """
     _check_pair(logits, target, reduction)
+    return _reduce(_collision_values(logits, target), reduction)
+
+
+def _collision_values(logits, target):
+    """:math:`H_2` of every row, the classes along dim 1 (any number of dims: the batched
+    restarts of :mod:`skcce._engine._batched` use (R, K, B) and get (R, B))."""
     target = target.detach().to(dtype=logits.dtype)
     # ln y shifted by its row maximum m: H2 = lse(z) - lse(z + ln y - m) - m. For a uniform
     # target the shifted log is exactly 0, both log-sum-exps see the same numbers and the
     # gradient softmax(z) - softmax(z + ln y - m) is exactly zero (not just up to rounding).
-    log_t = torch.log(target)
-    m = log_t.amax(dim=1)
-    shifted = log_t - m[:, None]
-    values = torch.logsumexp(logits, dim=1) - torch.logsumexp(logits + shifted, dim=1) - m
-    return _reduce(values, reduction)
+    # ln 0 = -inf, without asking the math library for it (its slow path)
+    pos = target > 0
+    log_t = torch.log(torch.where(pos, target, 1.0)).masked_fill_(~pos, -math.inf)
+    m = log_t.amax(dim=1, keepdim=True)
+    shifted = log_t - m
+    values = torch.logsumexp(logits, dim=1) - torch.logsumexp(logits + shifted, dim=1)
+    return values - m.squeeze(1)
 
 
 def cross_entropy(
@@ -142,9 +152,13 @@ def cross_entropy(
     0.2877
     """
     _check_pair(logits, target, reduction)
+    return _reduce(_shannon_values(logits, target), reduction)
+
+
+def _shannon_values(logits, target):
+    r""":math:`H(y, \sigma)` of every row, the classes along dim 1 (any number of dims)."""
     target = target.detach().to(dtype=logits.dtype)
-    values = -(target * torch.log_softmax(logits, dim=1)).sum(dim=1)
-    return _reduce(values, reduction)
+    return -(target * torch.log_softmax(logits, dim=1)).sum(dim=1)
 
 
 def reverse_cross_entropy(
@@ -178,10 +192,22 @@ def reverse_cross_entropy(
     0.6931
     """
     _check_pair(logits, target, reduction)
+    return _reduce(_reverse_values(logits, target), reduction)
+
+
+def _reverse_values(logits, target):
+    r""":math:`H(\sigma, y)` of every row, the classes along dim 1 (any number of dims)."""
     target = target.detach().to(dtype=logits.dtype)
     log_t = torch.log(target.clamp_min(torch.finfo(logits.dtype).tiny))
-    values = -(torch.softmax(logits, dim=1) * log_t).sum(dim=1)
-    return _reduce(values, reduction)
+    return -(torch.softmax(logits, dim=1) * log_t).sum(dim=1)
+
+
+#: the per-row values of each network loss, classes along dim 1
+ROW_VALUES = {
+    "collision": _collision_values,
+    "shannon": _shannon_values,
+    "reverse": _reverse_values,
+}
 
 
 def _uniform_or(prior: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -233,8 +259,8 @@ def _kl_term(ybar: torch.Tensor, prior: torch.Tensor | None, kind: str) -> torch
         raise ValueError(f"fairness must be one of {FAIRNESS}; got {kind!r}")
     u = _uniform_or(prior, ybar)
     if kind == "reverse":
-        return (torch.xlogy(u, u) - torch.xlogy(u, ybar)).sum()
-    return (torch.xlogy(ybar, ybar) - torch.xlogy(ybar, u)).sum()
+        return (torch.xlogy(u, u) - torch.xlogy(u, ybar)).sum(dim=-1)
+    return (torch.xlogy(ybar, ybar) - torch.xlogy(ybar, u)).sum(dim=-1)
 
 
 def row_cross_entropy(Y: torch.Tensor, probs: torch.Tensor, loss: str) -> torch.Tensor:

@@ -120,19 +120,23 @@ def test_no_global_seeding(blobs):
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_n_init_keeps_best_score(blobs, monkeypatch):
-    import skcce._engine._train as mod
+@pytest.mark.parametrize("verbose", [0, 1])  # restarts batched (0) and one by one (1)
+def test_n_init_keeps_best_score(blobs, monkeypatch, verbose):
+    import skcce._engine._batched as batched
+    import skcce._engine._train as single
 
     X, _ = blobs
     seen = []
-    original = mod.mutual_information
+    original = single.mutual_information
 
     def record(proba):
         seen.append(original(proba))
         return seen[-1]
 
-    monkeypatch.setattr(mod, "mutual_information", record)
-    est = CCEClustering(n_clusters=3, random_state=0, max_epochs=1, n_init=3).fit(X)
+    for mod in (single, batched):
+        monkeypatch.setattr(mod, "mutual_information", record)
+    est = CCEClustering(n_clusters=3, random_state=0, max_epochs=1, n_init=3, verbose=verbose)
+    est.fit(X)
     assert len(seen) == 3
     assert est.train_score_ == max(seen)
 

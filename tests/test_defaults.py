@@ -256,7 +256,11 @@ def test_a_diverged_restart_is_skipped(blobs, monkeypatch):
             raise FloatingPointError("the network's outputs became non-finite in epoch 0")
         return original(*args, **kwargs)
 
+    def batched_diverges(*args, **kwargs):
+        raise FloatingPointError("the training loss became non-finite in epoch 0")
+
     monkeypatch.setattr(clustering, "run_single", first_diverges)
+    monkeypatch.setattr(clustering, "run_batched", batched_diverges)  # then one by one
     X, y = blobs
     with pytest.warns(ConvergenceWarning, match="1 of 3 restarts diverged"):
         est = CCEClustering(n_clusters=3, max_epochs=2, n_init=3, random_state=0).fit(X)

@@ -1,7 +1,8 @@
 """What ``CCEClustering.fit`` runs, below the estimator.
 
 ``_preprocess`` (layout of X, streaming normalisation), ``_train`` (one training run: the
-epoch loop; ``_step``: the train step), ``_inference`` (soft assignments, sharded under data
+epoch loop; ``_step``: the train step), ``_batched`` (the linear head's restarts trained
+together), ``_inference`` (soft assignments, sharded under data
 parallelism), ``_callbacks`` (the callback protocol, progress bar), ``_checkpoint``
 (checkpoint callback and resume), ``_distributed`` (data-parallel context), ``_device`` (the
 device resolver), ``_io`` (atomic writes), ``_threads`` (scoped thread counts). Nothing here

@@ -95,20 +95,36 @@ def pseudo_labels(probs, n_global, cfg, prior, ctx):
     FloatingPointError
         The network's predictions are not finite (training diverged).
     """
-    probs = ctx.gather_rows(probs, n_global)
+    probs = host_probs(ctx.gather_rows(probs, n_global), cfg)
+    res = solve_rows(probs, cfg, prior)
+    lo, hi = ctx.bounds(n_global)[ctx.rank : ctx.rank + 2]
+    return res.labels[lo:hi], res
+
+
+def host_probs(probs, cfg):
+    """``probs`` where the batch's problem is solved: on the host when the compiled kernels
+    take it (the step's one device-to-host copy, after which the check and the whole solve
+    read no device memory), else where they are; checked finite.
+
+    Raises
+    ------
+    FloatingPointError
+        The network's predictions are not finite (training diverged).
+    """
     if _compiled.takes(cfg.loss, cfg.solver):
-        # the compiled kernels solve on the host: the step's one device-to-host copy, after
-        # which the check below and the whole solve read no device memory
         probs = _transfer.to_host(probs)
     if not bool(torch.isfinite(probs).all()):
         raise FloatingPointError(
             "the network's predictions became non-finite; lower learning_rate or check the "
             "scale of X"
         )
+    return probs
+
+
+def solve_rows(probs, cfg, prior):
+    """The exact pseudo-labels of the rows ``probs`` (finite, on the simplex): the result."""
     problem = make_problem(probs, lam=cfg.lam, fairness=cfg.fairness, prior=prior, loss=cfg.loss)
-    res = _solve(problem, cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter)
-    lo, hi = ctx.bounds(n_global)[ctx.rank : ctx.rank + 2]
-    return res.labels[lo:hi], res
+    return _solve(problem, cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter)
 
 
 def _forward(model, xb, amp):

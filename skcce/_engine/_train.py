@@ -55,6 +55,7 @@ class TrainConfig:
     amp: bool
     verbose: int
     solver: str = "newton"
+    solve_threads: int = 1  # threads for independent problems (batched restarts)
 
 
 def make_optimizer(module, cfg: TrainConfig):

@@ -5,7 +5,9 @@ kernels can be tested against the torch reference (:mod:`skcce.solvers._duality`
 :mod:`skcce.solvers._newton`, :mod:`skcce.solvers._em`) on their own. Every kernel is
 ``@njit(cache=True)``: compiled once per machine and loaded from numba's on-disk cache by later
 processes; ``error_model="numpy"`` gives IEEE results (``inf``, ``nan``) for a division by
-zero, as in the torch reference.
+zero, as in the torch reference. The entries called from Python (:func:`ipm_solve`,
+:func:`em_solve`, :func:`certificate`) release the GIL (``nogil=True``), so independent
+problems (the batched restarts of :mod:`skcce._engine._batched`) solve on several threads.
 
 The problem (supplement of Zhang & Boykov, summed-rows convention of :mod:`skcce.losses`) is
 
@@ -330,7 +332,7 @@ def _certificate_into(sigma, Y, u, lam, forward, ba, bb, bya):
     return F, dual_value(psi_sum, w, u, lam, N, forward), w
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def certificate(sigma, Y, u, lam, forward):
     """``(F(Y), q(w), w)`` with ``w = initial_w(column sums of Y)``; the gap is ``F - q``."""
     N = sigma.shape[0]
@@ -445,7 +447,7 @@ def _widen(a, width):
     return out
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     """Certified optimum of F by an interior-point method with column generation.
 
@@ -959,7 +961,7 @@ def em_step(sigma, Y, u, lam):
     return out
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def em_solve(sigma, u, lam, Y0, tol, max_iter):
     """The paper's EM (reverse fairness), certified as the torch path certifies it.
 

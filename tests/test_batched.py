@@ -1,0 +1,224 @@
+"""The linear head's restarts trained together (skcce._engine._batched, issue 14 item 2).
+
+Batched restarts must be the restarts trained one by one: the same seeds, shufflings and
+starts, so the same labels and, up to the rounding of a batched product, the same weights.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_blobs
+
+import skcce._clustering as clustering
+from skcce import CCEClustering
+from skcce._engine import _batched
+from skcce._engine._distributed import Context
+from skcce._engine._train import FitInterruptedWarning
+from skcce.solvers import _compiled, _transfer
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, _ = make_blobs(n_samples=240, centers=4, n_features=6, random_state=3, cluster_std=2.5)
+    return X.astype(np.float32)
+
+
+def _one_by_one(monkeypatch, est, X):
+    with monkeypatch.context() as m:
+        m.setattr(clustering, "batched_applies", lambda *args: False)
+        return est.fit(X)
+
+
+def _fit_quietly(est, X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # empty clusters of a tiny fit are not the point
+        return est.fit(X)
+
+
+@pytest.mark.parametrize(
+    ("loss", "fairness", "optimizer"),
+    [
+        ("collision", "reverse", "auto"),
+        ("collision", "forward", "adam"),
+        ("shannon", "reverse", "auto"),
+        ("reverse", "reverse", "auto"),
+    ],
+)
+def test_batched_restarts_are_the_restarts_one_by_one(data, monkeypatch, loss, fairness, optimizer):
+    params = dict(
+        n_clusters=4, n_init=4, max_epochs=3, batch_size=64, random_state=7, loss=loss,
+        fairness=fairness, optimizer=optimizer,
+    )  # fmt: skip
+    calls = []
+    real = clustering.run_batched
+    monkeypatch.setattr(clustering, "run_batched", lambda *a, **k: calls.append(1) or real(*a, **k))
+    together = CCEClustering(**params).fit(data)
+    alone = _one_by_one(monkeypatch, CCEClustering(**params), data)
+    assert calls == [1]  # the first fit was batched, the second was not
+    np.testing.assert_array_equal(together.labels_, alone.labels_)
+    assert together.init_ == alone.init_
+    assert together.n_iter_ == alone.n_iter_ == 3
+    for a, b in zip(together.history_, alone.history_, strict=True):
+        assert a["epoch"] == b["epoch"] and a["cluster_sizes"] == b["cluster_sizes"]
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-6)
+        assert a["fairness"] == pytest.approx(b["fairness"], rel=1e-3, abs=1e-6)
+    for key, value in alone.module_.state_dict().items():
+        torch.testing.assert_close(together.module_.state_dict()[key], value, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(together.predict_proba(data), alone.predict_proba(data), atol=1e-4)
+    assert together.train_score_ == pytest.approx(alone.train_score_, rel=1e-5)
+
+
+def test_when_restarts_are_batched():
+    cfg = clustering.TrainConfig(
+        n_clusters=3, lam=100.0, fairness="reverse", loss="collision", prior=None,
+        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
+        weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
+        augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
+    )  # fmt: skip
+    ctx = Context()
+    assert _batched.applies("linear", 3, cfg, ctx, None)
+    assert not _batched.applies("linear", 1, cfg, ctx, None)  # one restart
+    assert not _batched.applies("vgg4", 3, cfg, ctx, None)  # a deep model
+    assert not _batched.applies(torch.nn.Linear(2, 3), 3, cfg, ctx, None)  # a user module
+    assert not _batched.applies("linear", 3, cfg, ctx, "ckpt.pt")  # checkpointing
+    for change in ({"verbose": 1}, {"augment": object()}, {"backbone_learning_rate": 0.1}):
+        other = clustering.TrainConfig(**{**cfg.__dict__, **change})
+        assert not _batched.applies("linear", 3, other, ctx, None)
+
+
+def test_solves_on_threads_equal_solves_in_turn(data):
+    rng = np.random.default_rng(0)
+    probs = torch.as_tensor(rng.dirichlet(np.full(4, 0.5), size=(5, 64)))
+    cfg = clustering.TrainConfig(
+        n_clusters=4, lam=100.0, fairness="reverse", loss="collision", prior=None,
+        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
+        weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
+        augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
+    )  # fmt: skip
+    heads = _batched.StackedHeads([torch.nn.Linear(6, 4) for _ in range(5)])
+    from concurrent.futures import ThreadPoolExecutor
+
+    serial = _batched._Batched(heads, None, cfg, None).solve_all(probs)
+    with ThreadPoolExecutor(2) as pool:
+        threaded = _batched._Batched(heads, None, cfg, None, pool).solve_all(probs)
+    assert len(serial) == len(threaded) == 5
+    for a, b in zip(serial, threaded, strict=True):
+        assert a.converged and b.converged
+        torch.testing.assert_close(a.labels, b.labels, rtol=0, atol=0)
+
+
+def test_a_batched_fit_copies_once_each_way_per_step(data, monkeypatch):
+    calls = {"to_host": 0, "to_device": 0}
+    real_host, real_device = _transfer.to_host, _transfer.to_device
+
+    def to_host(t):
+        calls["to_host"] += 1
+        return real_host(t)
+
+    def to_device(t, device):
+        calls["to_device"] += 1
+        return real_device(t, device)
+
+    monkeypatch.setattr(_transfer, "to_host", to_host)
+    monkeypatch.setattr(_transfer, "to_device", to_device)
+    monkeypatch.setattr(_compiled, "ENABLED", True)
+    _fit_quietly(CCEClustering(n_clusters=4, n_init=3, max_epochs=2, batch_size=64), data)
+    steps = 2 * 4  # 240 rows in batches of 64, for all three restarts at once
+    assert calls == {"to_host": steps, "to_device": steps}
+
+
+def test_interrupting_batched_restarts_keeps_their_completed_epochs(data, monkeypatch):
+    params = dict(n_clusters=4, n_init=3, batch_size=64, random_state=1)
+    real, steps = _batched._Batched.step, []
+
+    def step(self, X, rows):
+        steps.append(1)
+        if len(steps) == 2 * 4 + 2:  # in the third epoch
+            raise KeyboardInterrupt
+        return real(self, X, rows)
+
+    monkeypatch.setattr(_batched._Batched, "step", step)
+    with pytest.warns(FitInterruptedWarning, match=r"after 2 completed epoch\(s\) of restart 3/3"):
+        est = _fit_quietly_keep(CCEClustering(max_epochs=5, **params), data)
+    monkeypatch.setattr(_batched._Batched, "step", real)
+    two = _fit_quietly(CCEClustering(max_epochs=2, **params), data)
+    assert est.n_iter_ == 2
+    np.testing.assert_array_equal(est.labels_, two.labels_)
+    for key, value in two.module_.state_dict().items():
+        torch.testing.assert_close(est.module_.state_dict()[key], value, rtol=0, atol=0)
+
+
+def _fit_quietly_keep(est, X):
+    """fit, ignoring only the empty-cluster ConvergenceWarning (others reach pytest)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*clusters are empty")
+        return est.fit(X)
+
+
+def test_interrupting_batched_restarts_before_an_epoch_ends_reraises(data, monkeypatch):
+    def step(self, X, rows):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_batched._Batched, "step", step)
+    est = CCEClustering(n_clusters=4, n_init=3, max_epochs=2)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(data)
+    assert not hasattr(est, "labels_")
+
+
+def test_a_diverging_batched_fit_trains_the_restarts_one_by_one(data, monkeypatch):
+    calls = []
+    real = clustering.run_single
+
+    def single(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    def step(self, X, rows):
+        raise FloatingPointError("the network's predictions became non-finite")
+
+    monkeypatch.setattr(clustering, "run_single", single)
+    monkeypatch.setattr(_batched._Batched, "step", step)
+    est = _fit_quietly(CCEClustering(n_clusters=4, n_init=3, max_epochs=1, random_state=0), data)
+    assert len(calls) == 3 and est.labels_.shape == (240,)
+    monkeypatch.undo()
+    alone = _one_by_one(monkeypatch, CCEClustering(n_clusters=4, n_init=3, max_epochs=1,
+                                                   random_state=0), data)  # fmt: skip
+    np.testing.assert_array_equal(est.labels_, alone.labels_)
+
+
+def test_sklearn_callbacks_see_every_epoch_of_every_restart(data, monkeypatch):
+    from skcce._engine._callbacks import Callback
+
+    events = []
+
+    class Spy(Callback):
+        def on_epoch_begin(self, run, epoch):
+            events.append(("begin", run, epoch))
+
+        def on_epoch_end(self, state):
+            events.append(("end", state.run, state.epoch))
+
+    real = clustering.CCEClustering._callbacks
+
+    def with_spy(self, X, plan):
+        callbacks, resume = real(self, X, plan)
+        return [*callbacks, Spy()], resume
+
+    monkeypatch.setattr(clustering.CCEClustering, "_callbacks", with_spy)
+    _fit_quietly(CCEClustering(n_clusters=4, n_init=2, max_epochs=2), data)
+    assert events == [
+        ("begin", 0, 0), ("end", 0, 1), ("begin", 1, 0), ("end", 1, 1),
+        ("begin", 0, 1), ("end", 0, 2), ("begin", 1, 1), ("end", 1, 2),
+    ]  # fmt: skip
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_batched_restarts_on_cuda(data, monkeypatch):
+    params = dict(n_clusters=4, n_init=3, max_epochs=2, batch_size=64, random_state=0)
+    together = _fit_quietly(CCEClustering(device="cuda", **params), data)
+    alone = _one_by_one(monkeypatch, CCEClustering(device="cuda", **params), data)
+    np.testing.assert_array_equal(together.labels_, alone.labels_)
