@@ -167,8 +167,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         as one batched model (one batched product and one optimiser step for all of them,
         their pseudo-label problems solved side by side), unless ``verbose``, ``checkpoint``,
         an augmentation or data parallelism is in use: the same restarts as one by one (same
-        seeds, shuffling and labels; weights equal up to float rounding), several times
-        faster on small data.
+        seeds, starts and shuffling; the same arithmetic up to the rounding of a batched
+        product), several times faster on small data.
     device : str, default="auto"
         "auto" (CUDA when available, else CPU) or any torch device string.
     amp : bool, default=False

@@ -79,7 +79,8 @@ def test_when_restarts_are_batched():
     )  # fmt: skip
     ctx = Context()
     assert _batched.applies("linear", 3, cfg, ctx, None)
-    assert not _batched.applies("linear", 1, cfg, ctx, None)  # one restart
+    assert _batched.applies("linear", 1, cfg, ctx, None)  # one restart: the layout
+    assert not _batched.applies("linear", 0, cfg, ctx, None)  # nothing left to run
     assert not _batched.applies("vgg4", 3, cfg, ctx, None)  # a deep model
     assert not _batched.applies(torch.nn.Linear(2, 3), 3, cfg, ctx, None)  # a user module
     assert not _batched.applies("linear", 3, cfg, ctx, "ckpt.pt")  # checkpointing
@@ -133,11 +134,11 @@ def test_interrupting_batched_restarts_keeps_their_completed_epochs(data, monkey
     params = dict(n_clusters=4, n_init=3, batch_size=64, random_state=1)
     real, steps = _batched._Batched.step, []
 
-    def step(self, X, rows):
+    def step(self, raw, rows):
         steps.append(1)
         if len(steps) == 2 * 4 + 2:  # in the third epoch
             raise KeyboardInterrupt
-        return real(self, X, rows)
+        return real(self, raw, rows)
 
     monkeypatch.setattr(_batched._Batched, "step", step)
     with pytest.warns(FitInterruptedWarning, match=r"after 2 completed epoch\(s\) of restart 3/3"):
@@ -158,7 +159,7 @@ def _fit_quietly_keep(est, X):
 
 
 def test_interrupting_batched_restarts_before_an_epoch_ends_reraises(data, monkeypatch):
-    def step(self, X, rows):
+    def step(self, raw, rows):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(_batched._Batched, "step", step)
@@ -176,7 +177,7 @@ def test_a_diverging_batched_fit_trains_the_restarts_one_by_one(data, monkeypatc
         calls.append(1)
         return real(*args, **kwargs)
 
-    def step(self, X, rows):
+    def step(self, raw, rows):
         raise FloatingPointError("the network's predictions became non-finite")
 
     monkeypatch.setattr(clustering, "run_single", single)
@@ -222,3 +223,55 @@ def test_batched_restarts_on_cuda(data, monkeypatch):
     together = _fit_quietly(CCEClustering(device="cuda", **params), data)
     alone = _one_by_one(monkeypatch, CCEClustering(device="cuda", **params), data)
     np.testing.assert_array_equal(together.labels_, alone.labels_)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_in_place_sgd_is_torch_sgd(weight_decay):
+    cfg = clustering.TrainConfig(
+        n_clusters=4, lam=100.0, fairness="reverse", loss="collision", prior=None,
+        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
+        weight_decay=weight_decay, batch_size=64, max_epochs=1, solver_tol=1e-6,
+        solver_max_iter=100, augment=None, augment_weight=1.0, device=torch.device("cpu"),
+        amp=False, verbose=0,
+    )  # fmt: skip
+    gen = torch.Generator().manual_seed(0)
+    heads = [torch.nn.Linear(6, 4) for _ in range(3)]
+    ours = _batched._Batched(_batched.StackedHeads(heads), None, cfg, None)
+    ref = _batched.StackedHeads(heads)
+    sgd = torch.optim.SGD(ref.parameters(), lr=0.5, weight_decay=weight_decay)
+    for _ in range(3):
+        gw, gb = torch.randn(3, 4, 6, generator=gen), torch.randn(3, 4, generator=gen)
+        ref.weight.grad, ref.bias.grad = gw.clone(), gb.clone()
+        sgd.step()
+        ours._update(gw, gb)
+    torch.testing.assert_close(ours.heads.weight, ref.weight, rtol=0, atol=0)
+    torch.testing.assert_close(ours.heads.bias, ref.bias, rtol=0, atol=0)
+
+
+def test_the_normalised_table_holds_the_batches_of_the_streamed_path(data):
+    from skcce._engine._preprocess import prepare
+
+    cfg = clustering.TrainConfig(
+        n_clusters=4, lam=100.0, fairness="reverse", loss="collision", prior=None,
+        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
+        weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
+        augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
+    )  # fmt: skip
+    X = data * np.float32(1e3) + np.float32(5e4)  # far from zero: the careful normalisation
+    inputs = prepare(X, "linear").inputs
+    heads = _batched.StackedHeads([torch.nn.Linear(6, 4)])
+    streamed = _batched._Batched(heads, inputs, cfg, None)
+    tabled = _batched._Batched(heads, inputs, cfg, None)
+    tabled.tabulate(X)
+    assert streamed.table is None and tabled.table is not None
+    rows = np.array([[3, 5, 7, 200], [0, 1, 2, 239]])
+    torch.testing.assert_close(tabled.fetch(X, rows), streamed.fetch(X, rows), rtol=0, atol=0)
+    for x in (X.astype(np.float64), X):  # both normalisation routes
+        big = _batched._Batched(heads, prepare(x, "linear").inputs, cfg, None)
+        small_budget = _batched.TABLE_BYTES
+        try:
+            _batched.TABLE_BYTES = 4 * x.shape[0] * x.shape[1] - 1  # one byte short
+            big.tabulate(x)
+        finally:
+            _batched.TABLE_BYTES = small_budget
+        assert big.table is None  # too large: batches are streamed

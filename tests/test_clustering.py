@@ -449,6 +449,7 @@ def test_amp_ignored_on_cpu(blobs):
 @pytest.mark.parametrize("solver, expected", [("pgd", "pgd"), ("auto", "newton"), ("em", "em")])
 def test_solver_parameter_selects_the_pseudo_label_method(monkeypatch, solver, expected):
     from skcce._engine import _step
+    from skcce.solvers import _compiled
 
     calls = []
     solve = _step._solve
@@ -458,7 +459,15 @@ def test_solver_parameter_selects_the_pseudo_label_method(monkeypatch, solver, e
         calls.append(result.method)  # the method that answered (compiled or torch path)
         return result
 
+    stack = _compiled.solve_stack
+
+    def record_stack(*args, **kwargs):  # the batched restarts' entry (compiled kernels)
+        results = stack(*args, **kwargs)
+        calls.extend(res.method for res in results or () if res is not None)
+        return results
+
     monkeypatch.setattr(_step, "_solve", record)
+    monkeypatch.setattr(_compiled, "solve_stack", record_stack)
     X, _ = make_blobs(n_samples=120, centers=3, n_features=4, random_state=0)
     est = CCEClustering(n_clusters=3, solver=solver, max_epochs=2, n_init=1, random_state=0)
     assert est.fit(X).labels_.shape == (120,)
@@ -528,7 +537,7 @@ def test_fit_and_predict_threads_scoped_and_restored(
     blobs, model, n_threads, expected, torch_threads, monkeypatch
 ):
     X, _ = blobs
-    seen_fit = _spy_threads(monkeypatch, "run_single")
+    seen_fit = _spy_threads(monkeypatch, "run_batched")  # the linear head's fit
     seen_predict = _spy_threads(monkeypatch, "infer_proba")
     est = CCEClustering(n_clusters=3, model=model, n_threads=n_threads, n_init=1, max_epochs=1)
     est.fit(X)
@@ -552,7 +561,7 @@ def test_deep_model_keeps_torch_threads(torch_threads):
 
 def test_threads_restored_when_fit_raises(blobs, torch_threads, monkeypatch):
     X, _ = blobs
-    seen = _spy_threads(monkeypatch, "run_single", fail=True)
+    seen = _spy_threads(monkeypatch, "run_batched", fail=True)
     with pytest.raises(RuntimeError, match="boom"):
         CCEClustering(n_clusters=3, n_init=1, max_epochs=1).fit(X)
     assert seen == [1]

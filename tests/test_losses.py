@@ -231,3 +231,36 @@ def test_bad_fairness():
         row_cross_entropy(_t([[1.0]]), _t([[1.0]]), "hinge")
     with pytest.raises(ValueError, match="shape"):
         pseudo_label_objective(_t([[1.0, 0.0]]), _t([[1.0]]), lam=1.0)
+
+
+@pytest.mark.parametrize("loss", ["collision", "shannon", "reverse"])
+@pytest.mark.parametrize("kind", ["reverse", "forward"])
+@pytest.mark.parametrize("uniform", [True, False])
+def test_closed_form_network_gradient_equals_autograd(loss, kind, uniform):
+    from skcce.losses import ROW_VALUES, _kl_term, _network_loss_grad
+
+    gen = torch.Generator().manual_seed(0)
+    prior = None if uniform else torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    z = torch.randn(3, 4, 7, dtype=torch.float64, generator=gen, requires_grad=True)
+    Y = torch.softmax(3 * torch.randn(3, 4, 7, dtype=torch.float64, generator=gen), dim=1)
+    Y = torch.where(Y < 0.1, 0.0, Y)  # exact zeros in the labels
+    Y = Y / Y.sum(dim=1, keepdim=True)
+    sigma = torch.softmax(z, dim=1)
+    values = ROW_VALUES[loss](z, Y).mean(dim=1)
+    fair = _kl_term(sigma.mean(dim=2), prior, kind)
+    (values + 1.3 * fair).sum().backward()
+    v, f, grad = _network_loss_grad(z.detach(), sigma.detach(), Y, loss, prior, kind, 1.3)
+    torch.testing.assert_close(grad, z.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(v, values.detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(f, fair.detach(), rtol=1e-12, atol=1e-12)
+
+
+def test_closed_form_collision_gradient_survives_underflow():
+    from skcce.losses import _network_loss_grad
+
+    z = torch.tensor([[[0.0], [200.0]]])  # sigma_0 underflows to 0 in float32
+    Y = torch.tensor([[[1.0], [0.0]]])  # all mass on the underflowed class
+    sigma = torch.softmax(z, dim=1)
+    _, _, grad = _network_loss_grad(z, sigma, Y, "collision", None, "reverse", 0.0)
+    assert torch.isfinite(grad).all()
+    torch.testing.assert_close(grad, torch.tensor([[[-1.0], [1.0]]]))

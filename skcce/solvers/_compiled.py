@@ -111,3 +111,59 @@ def solve(problem, method, init, *, tol, max_iter):
     if probs.device.type != "cpu":  # a CUDA problem: its one copy back
         labels = _transfer.to_device(labels, probs.device)
     return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
+
+
+def solve_stack(probs, *, lam, prior, fairness, method, tol, max_iter, map_=map):
+    """Compiled solves of ``R`` validated host problems at once (the batched restarts of
+    :mod:`skcce._engine._batched`): one result per problem, None where the kernels do not
+    certify (the caller then runs the torch path on that problem), or None for the whole
+    stack when the compiled path does not apply.
+
+    The per-problem checks and conversions of :func:`solve` are made once for the stack.
+
+    Parameters
+    ----------
+    probs : torch.Tensor of shape (R, N, K)
+        Float64 CPU rows on the simplex (one problem per leading index).
+    lam : float
+    prior : torch.Tensor of shape (K,) or None
+        None: uniform.
+    fairness : {"reverse", "forward"}
+    method : {"newton", "em"}
+    tol : float
+    max_iter : int or None
+    map_ : callable, default=map
+        Maps a function over the problems (a thread pool's ``map``: the kernels release the
+        GIL).
+
+    Returns
+    -------
+    list of PseudoLabelResult or None, or None
+    """
+    k = probs.shape[-1]
+    if not (
+        takes("collision", method)
+        and probs.device.type == "cpu"
+        and probs.dtype == torch.float64
+        and lam > 0
+        and k >= 2
+    ):
+        return None
+    try:
+        from skcce.solvers import _kernels_numba as kn
+    except ImportError:  # numba missing or broken: the torch path
+        return None
+    u = np.full(k, 1.0 / k) if prior is None else prior.detach().double().cpu().numpy()
+    cap = _DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
+    host = probs.numpy()
+
+    def one(sigma):
+        out = kn.solve_collision_numba(
+            sigma, lam, u, fairness, tol=tol, max_iter=cap, method=method
+        )
+        if not out.certified:
+            return None
+        labels = torch.from_numpy(out.labels)
+        return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
+
+    return list(map_(one, host))
