@@ -41,39 +41,50 @@ from skcce.cli.demo import load_fashion_mnist  # noqa: E402
 
 
 class _Timer:
-    """Adds up the time spent in ``module.name`` (patched) while active."""
+    """Adds up the wall time spent in the patched functions ``module.name`` of ``targets``
+    while active (a call inside another timed call is not counted twice)."""
 
-    def __init__(self, module, name):
-        self.module, self.name = module, name
+    def __init__(self, *targets):
+        self.targets = targets
 
     def __enter__(self):
-        self.total = 0.0
-        self._original = original = getattr(self.module, self.name)
+        self.total, self._depth, self._originals = 0.0, 0, []
+        for module, name in self.targets:
+            original = getattr(module, name)
+            self._originals.append((module, name, original))
+            setattr(module, name, self._timed(original))
+        return self
 
+    def _timed(self, original):
         def timed(*args, **kwargs):
+            self._depth += 1
             t0 = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
-                self.total += time.perf_counter() - t0
+                self._depth -= 1
+                if self._depth == 0:
+                    self.total += time.perf_counter() - t0
 
-        setattr(self.module, self.name, timed)
-        return self
+        return timed
 
     def __exit__(self, *exc):
-        setattr(self.module, self.name, self._original)
+        for module, name, original in self._originals:
+            setattr(module, name, original)
 
 
 def _InitTimer():  # noqa: N802
     """The KMeans init of the linear head (``skcce._engine._build.init_head``)."""
-    return _Timer(_build, "init_head")
+    return _Timer((_build, "init_head"))
 
 
 def _SolverTimer():  # noqa: N802
-    """The engine's pseudo-label solves (``skcce._engine._step._solve``)."""
+    """The engine's pseudo-label solves: ``skcce._engine._step._solve`` (restarts one by
+    one) and ``_Batched.solve_all`` (restarts trained together, all their solves)."""
+    import skcce._engine._batched as batched
     import skcce._engine._step as step
 
-    return _Timer(step, "_solve")
+    return _Timer((step, "_solve"), (batched._Batched, "solve_all"))
 
 
 def _with_solver_share(name, make, X, y, seeds):
