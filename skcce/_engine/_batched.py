@@ -90,7 +90,6 @@ class _Batched:
     def __init__(self, heads, inputs, cfg, prior, pool=None):
         self.heads, self.inputs, self.cfg, self.pool = heads, inputs, cfg, pool
         self.table = None  # the normalised training data (flat X, small enough), or None
-        self.optimizer = make_optimizer(heads, cfg)
         self.prior = None if prior is None else torch.as_tensor(prior, dtype=torch.float64)
         self.prior_dev = None
         if prior is not None:
@@ -99,13 +98,17 @@ class _Batched:
         # nor for KL(ybar || u) with a zero prior entry (infinite; autograd reports it)
         zero_prior = prior is not None and bool((self.prior <= 0).any())
         self.closed_form = not cfg.amp and not (cfg.fairness == "forward" and zero_prior)
+        # in-place SGD needs no optimiser object (building the first one in a process
+        # imports torch._dynamo: about 1.4 s of a fresh process's first fit)
+        self.in_place = self.closed_form and cfg.optimizer == "sgd"
+        self.optimizer = None if self.in_place else make_optimizer(heads, cfg)
 
     def _update(self, grad_w, grad_b):
         """The optimiser's step from the gradients: plain SGD (the linear head's default)
         in place, as ``torch.optim.SGD`` computes it (``p -= lr * (g + weight_decay * p)``),
         without its per-call overhead; any other optimiser through its own ``step``."""
         weight, bias = self.heads.weight, self.heads.bias
-        if self.cfg.optimizer != "sgd":
+        if not self.in_place:
             weight.grad, bias.grad = grad_w, grad_b
             self.optimizer.step()
             return

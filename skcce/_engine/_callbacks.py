@@ -20,14 +20,16 @@ class EpochEnd:
     """The state at the end of a completed epoch (what a checkpoint needs to resume there).
 
     ``epoch`` counts the completed epochs of restart ``run``; ``module`` is a CPU copy of the
-    weights; ``optimizer`` and ``generator`` are the live objects (read, never changed).
+    weights; ``optimizer`` and ``generator`` are the live objects (read, never changed);
+    ``optimizer`` is None for the linear head's restarts trained together with SGD, which
+    is applied in place (:mod:`skcce._engine._batched`).
     """
 
     run: int
     epoch: int
     history: list
     module: dict
-    optimizer: torch.optim.Optimizer
+    optimizer: torch.optim.Optimizer | None
     generator: torch.Generator
 
 
