@@ -388,3 +388,26 @@ def test_engine_private_path_reaches_the_kernels_when_enabled(enabled, monkeypat
     est = CCEClustering(n_clusters=3, max_epochs=1, n_init=1, random_state=0).fit(X)
     assert est.labels_.shape == (60,)
     assert (len(calls) > 0) is enabled
+
+
+@pytest.mark.parametrize("method", ["newton", "em"])
+@pytest.mark.parametrize(
+    ("fairness", "prior"),
+    [("reverse", None), ("forward", None), ("forward", [0.0, 0.5, 0.3, 0.2])],
+)
+def test_stacked_entry_solves_each_problem_as_the_single_entry(method, fairness, prior):
+    if method == "em" and fairness == "forward":
+        pytest.skip("EM solves the reverse fairness only")
+    k = 4
+    u = np.full(k, 1.0 / k) if prior is None else np.asarray(prior)
+    stack = np.stack([_random(60, k, 1).numpy(), _zeros(60, k, 2).numpy()])
+    stack[1, :, 3] = 0.0  # a class with no mass at all: the start mixes in the prior
+    stack[1] /= stack[1].sum(axis=1, keepdims=True)
+    kw = dict(tol=1e-7, max_iter=500, method=method)
+    outs = kn.solve_collision_stack(stack, 10.0, u, fairness, **kw)
+    assert len(outs) == 2
+    for sigma, out in zip(stack, outs, strict=True):
+        ref = kn.solve_collision_numba(sigma, 10.0, u, fairness, **kw)
+        assert out.certified == ref.certified and out.n_iter == ref.n_iter
+        np.testing.assert_array_equal(out.labels, ref.labels)
+        assert out.objective == ref.objective and out.gap == ref.gap

@@ -155,15 +155,13 @@ def solve_stack(probs, *, lam, prior, fairness, method, tol, max_iter, map_=map)
         return None
     u = np.full(k, 1.0 / k) if prior is None else prior.detach().double().cpu().numpy()
     cap = _DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
-    host = probs.numpy()
-
-    def one(sigma):
-        out = kn.solve_collision_numba(
-            sigma, lam, u, fairness, tol=tol, max_iter=cap, method=method
-        )
-        if not out.certified:
-            return None
-        labels = torch.from_numpy(out.labels)
-        return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
-
-    return list(map_(one, host))
+    outs = kn.solve_collision_stack(
+        probs.numpy(), lam, u, fairness, tol=tol, max_iter=cap, method=method, map_=map_
+    )
+    return [
+        PseudoLabelResult(torch.from_numpy(out.labels), out.objective, out.gap, out.n_iter,
+                          True, method)
+        if out.certified
+        else None
+        for out in outs
+    ]  # fmt: skip

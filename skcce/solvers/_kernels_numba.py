@@ -1082,3 +1082,48 @@ def _start(Y, u, forward):
         if ((s <= 0) & active).any():
             Y = 0.999 * Y + 0.001 * u
     return np.ascontiguousarray(Y)
+
+
+def solve_collision_stack(probs, lam, prior, fairness, *, tol, max_iter, method="newton", map_=map):
+    """:func:`solve_collision_numba` of every problem ``probs[r]`` (float64 labels), with
+    the conversions and the starting labels of the whole stack made at once.
+
+    Parameters
+    ----------
+    probs : ndarray of shape (R, N, K)
+        ``R`` validated problems (rows on the simplex).
+    lam, prior, fairness, tol, max_iter, method
+        As :func:`solve_collision_numba`, shared by the problems.
+    map_ : callable, default=map
+        Maps a function over the problem indices (a thread pool's ``map``: the kernels
+        release the GIL).
+
+    Returns
+    -------
+    list of NumbaResult
+    """
+    sigma = np.ascontiguousarray(probs, dtype=np.float64)
+    u = np.ascontiguousarray(prior, dtype=np.float64)
+    forward = fairness == "forward"
+    active = u > 0
+    if forward and not active.all():  # per problem, as the single entry
+        starts = [_start(s, u, True) for s in sigma]
+    else:
+        starts = list(sigma)
+        if not forward:  # an active class without mass: mix in the prior (as _start)
+            empty = ((sigma.sum(axis=1) <= 0) & active).any(axis=1)
+            for r in np.flatnonzero(empty):
+                starts[r] = np.ascontiguousarray(0.999 * sigma[r] + 0.001 * u)
+    lam, tol, max_iter = float(lam), float(tol), int(max_iter)
+
+    def one(r):
+        if method == "em":
+            Y, value, gap, n_iter, ok = em_solve(sigma[r], u, lam, starts[r], tol, max_iter)
+        else:
+            Y, value, gap, n_iter, ok, _ = ipm_solve(
+                sigma[r], u, lam, forward, starts[r], tol, max_iter
+            )
+        gap = math.inf if gap != gap else max(float(gap), 0.0)
+        return NumbaResult(Y, float(value), gap, int(n_iter), bool(ok))
+
+    return list(map_(one, range(sigma.shape[0])))
