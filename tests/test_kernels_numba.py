@@ -376,18 +376,23 @@ def test_engine_private_path_reaches_the_kernels_when_enabled(enabled, monkeypat
     from skcce import CCEClustering
 
     calls = []
-    real = kn.solve_collision_numba
 
-    def spy(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
+    def spy(real):
+        def spied(*args, **kwargs):
+            calls.append(1)
+            return real(*args, **kwargs)
 
-    monkeypatch.setattr(kn, "solve_collision_numba", spy)
+        return spied
+
+    for entry in ("solve_collision_numba", "solve_collision_stack"):  # one by one, together
+        monkeypatch.setattr(kn, entry, spy(getattr(kn, entry)))
     monkeypatch.setattr(_compiled, "ENABLED", enabled)
     X = np.random.default_rng(0).normal(size=(60, 4))
-    est = CCEClustering(n_clusters=3, max_epochs=1, n_init=1, random_state=0).fit(X)
-    assert est.labels_.shape == (60,)
-    assert (len(calls) > 0) is enabled
+    for verbose in (0, 1):  # restarts trained together (0) and one by one (1)
+        calls.clear()
+        est = CCEClustering(n_clusters=3, max_epochs=1, n_init=1, random_state=0, verbose=verbose)
+        assert est.fit(X).labels_.shape == (60,)
+        assert (len(calls) > 0) is enabled
 
 
 @pytest.mark.parametrize("method", ["newton", "em"])
