@@ -248,30 +248,23 @@ def test_in_place_sgd_is_torch_sgd(weight_decay):
     torch.testing.assert_close(ours.heads.bias, ref.bias, rtol=0, atol=0)
 
 
-def test_the_normalised_table_holds_the_batches_of_the_streamed_path(data):
+def test_the_normalised_table_holds_the_batches_of_the_streamed_path(data, monkeypatch):
     from skcce._engine._preprocess import prepare
 
-    cfg = clustering.TrainConfig(
-        n_clusters=4, lam=100.0, fairness="reverse", loss="collision", prior=None,
-        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
-        weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
-        augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
-    )  # fmt: skip
+    cpu = torch.device("cpu")
     X = data * np.float32(1e3) + np.float32(5e4)  # far from zero: the careful normalisation
-    inputs = prepare(X, "linear").inputs
-    heads = _batched.StackedHeads([torch.nn.Linear(6, 4)])
-    streamed = _batched._Batched(heads, inputs, cfg, None)
-    tabled = _batched._Batched(heads, inputs, cfg, None)
-    tabled.tabulate(X)
-    assert streamed.table is None and tabled.table is not None
-    rows = np.array([[3, 5, 7, 200], [0, 1, 2, 239]])
-    torch.testing.assert_close(tabled.fetch(X, rows), streamed.fetch(X, rows), rtol=0, atol=0)
-    for x in (X.astype(np.float64), X):  # both normalisation routes
-        big = _batched._Batched(heads, prepare(x, "linear").inputs, cfg, None)
-        small_budget = _batched.TABLE_BYTES
-        try:
-            _batched.TABLE_BYTES = 4 * x.shape[0] * x.shape[1] - 1  # one byte short
-            big.tabulate(x)
-        finally:
-            _batched.TABLE_BYTES = small_budget
-        assert big.table is None  # too large: batches are streamed
+    for x in (X, X.astype(np.float64)):  # both normalisation routes
+        inputs = prepare(x, "linear").inputs
+        streamed = _batched._Source(x, inputs, cpu)
+        tabled = _batched._Source(x, inputs, cpu).tabulate()
+        assert streamed.table is None and tabled.table is not None
+        rows = np.array([[3, 5, 7, 200], [0, 1, 2, 239]])
+        torch.testing.assert_close(tabled.fetch(rows), streamed.fetch(rows), rtol=0, atol=0)
+        for (r1, b1), (r2, b2) in zip(
+            tabled.batches(rows, 3), streamed.batches(rows, 3), strict=True
+        ):
+            np.testing.assert_array_equal(r1, r2)
+            torch.testing.assert_close(b1, b2, rtol=0, atol=0)
+        monkeypatch.setattr(_batched, "TABLE_BYTES", 4 * x.shape[0] * x.shape[1] - 1)
+        assert _batched._Source(x, inputs, cpu).tabulate().table is None  # too large: streamed
+        monkeypatch.undo()

@@ -89,7 +89,6 @@ class _Batched:
 
     def __init__(self, heads, inputs, cfg, prior, pool=None):
         self.heads, self.inputs, self.cfg, self.pool = heads, inputs, cfg, pool
-        self.table = None  # the normalised training data (flat X, small enough), or None
         self.prior = None if prior is None else torch.as_tensor(prior, dtype=torch.float64)
         self.prior_dev = None
         if prior is not None:
@@ -133,31 +132,6 @@ class _Batched:
             res or solve_rows(p, cfg, self.prior) for res, p in zip(results, probs, strict=True)
         ]
 
-    def fetch(self, X, rows):
-        """The rows (R, b) of X as one batch on the device (:meth:`Inputs.raw`), gathered
-        from :attr:`table` when there is one."""
-        if self.table is None:
-            return self.inputs.raw(X, rows.reshape(-1), self.cfg.device)
-        index = torch.from_numpy(rows.reshape(-1)).to(self.table.device, non_blocking=True)
-        return self.table.index_select(0, index)
-
-    def tabulate(self, X):
-        """Normalise flat X once, on the device, when the copy takes at most
-        :data:`TABLE_BYTES` (each epoch then gathers its batches from it instead of
-        normalising them again: the same numbers, the normalisation being row-wise)."""
-        n, width = X.shape[0], int(np.prod(X.shape[1:]))
-        if self.inputs.layout == "flat" and 4 * n * width <= TABLE_BYTES:
-            self.table = self.inputs.raw(X, slice(None), self.cfg.device)
-
-    def batches(self, X, orders):
-        """``(rows, batch)`` of an epoch. (Gathering the next batch on a worker thread while
-        this one's problems are solved was measured slower on 2 cores: 8.5-9.4 s against
-        6.6-7.3 s for a Fashion-MNIST fit.)"""
-        size = self.cfg.batch_size
-        for b in range(0, orders.shape[1], size):
-            rows = np.sort(orders[:, b : b + size], axis=1)
-            yield rows, self.fetch(X, rows)
-
     def step(self, raw, rows):
         """One step of every restart on the batch ``raw`` of ``rows`` (R, b): restart r's
         sorted batch in row r of ``rows``, its data in rows ``r*b .. (r+1)*b`` of ``raw``.
@@ -189,9 +163,44 @@ class _Batched:
         return loss.detach(), fair.detach(), logits.detach(), results
 
 
-def _epoch(batched, X, generators, epoch):
+class _Source:
+    """The training data as the batches of the restarts: rows of X gathered and normalised
+    (:meth:`Inputs.raw`), or gathered from a normalised copy of X made once (:meth:`tabulate`)."""
+
+    def __init__(self, X, inputs, device):
+        self.X, self.inputs, self.device = X, inputs, device
+        self.table = None  # the normalised training data (flat X, small enough), or None
+
+    def tabulate(self):
+        """Normalise flat X once, on the device, when the copy takes at most
+        :data:`TABLE_BYTES` (each epoch then gathers its batches from it instead of
+        normalising them again: the same numbers, the normalisation being row-wise)."""
+        X = self.X
+        n, width = X.shape[0], int(np.prod(X.shape[1:]))
+        if self.inputs.layout == "flat" and 4 * n * width <= TABLE_BYTES:
+            self.table = self.inputs.raw(X, slice(None), self.device)
+        return self
+
+    def fetch(self, rows):
+        """The rows (R, b) of X as one batch on the device."""
+        if self.table is None:
+            return self.inputs.raw(self.X, rows.reshape(-1), self.device)
+        index = torch.from_numpy(rows.reshape(-1)).to(self.table.device, non_blocking=True)
+        return self.table.index_select(0, index)
+
+    def batches(self, orders, size):
+        """``(rows, batch)`` of an epoch: consecutive slices of ``size`` of each restart's
+        order ``orders[r]``, sorted. (Gathering the next batch on a worker thread while this
+        one's problems are solved was measured slower on 2 cores: 8.5-9.4 s against 6.6-7.3 s
+        for a Fashion-MNIST fit.)"""
+        for b in range(0, orders.shape[1], size):
+            rows = np.sort(orders[:, b : b + size], axis=1)
+            yield rows, self.fetch(rows)
+
+
+def _epoch(batched, source, generators, epoch):
     """One epoch of every restart; returns their history entries."""
-    cfg, k, n = batched.cfg, batched.cfg.n_clusters, X.shape[0]
+    cfg, k, n = batched.cfg, batched.cfg.n_clusters, source.X.shape[0]
     n_runs = len(generators)
     t0 = time.perf_counter()
     orders = np.stack([torch.randperm(n, generator=g).numpy() for g in generators])
@@ -200,7 +209,7 @@ def _epoch(batched, X, generators, epoch):
     offsets = (torch.arange(n_runs, device=cfg.device) * k)[:, None]
     solver_iter = np.zeros(n_runs, dtype=np.int64)
     unconverged = np.zeros(n_runs, dtype=np.int64)
-    for rows, raw in batched.batches(X, orders):
+    for rows, raw in source.batches(orders, cfg.batch_size):
         loss, fair, logits, results = batched.step(raw, rows)
         solver_iter += [res.n_iter for res in results]
         unconverged += [not res.converged for res in results]
@@ -255,7 +264,7 @@ def run_batched(X, prepared, cfg, build, seeds, runs, *, callbacks=()):
 
 def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
     batched = _Batched(heads, prepared.inputs, cfg, cfg.prior, pool)
-    batched.tabulate(X)
+    source = _Source(X, prepared.inputs, cfg.device).tabulate()
     histories = [[] for _ in runs]
     done = None  # (weights, epochs) of the last completed epoch
     for callback in callbacks:
@@ -263,7 +272,7 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
             callback.on_run_begin(r, 0)
     try:
         for epoch in range(cfg.max_epochs):
-            entries = _epoch(batched, X, generators, epoch)
+            entries = _epoch(batched, source, generators, epoch)
             if not all(np.isfinite(e["loss"]) for e in entries):
                 raise FloatingPointError(
                     f"the training loss became non-finite in epoch {epoch}; lower "
