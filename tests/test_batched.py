@@ -16,13 +16,23 @@ from skcce import CCEClustering
 from skcce._engine import _batched
 from skcce._engine._distributed import Context
 from skcce._engine._train import FitInterruptedWarning
-from skcce.solvers import _compiled, _transfer
 
 
 @pytest.fixture(scope="module")
 def data():
     X, _ = make_blobs(n_samples=240, centers=4, n_features=6, random_state=3, cluster_std=2.5)
     return X.astype(np.float32)
+
+
+def _cfg(**changes):
+    """A resolved TrainConfig of the linear head (what the estimator builds)."""
+    base = dict(
+        n_clusters=4, lam=100.0, fairness="reverse", loss="collision", prior=None,
+        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
+        weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
+        augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
+    )  # fmt: skip
+    return clustering.TrainConfig(**{**base, **changes})
 
 
 def _one_by_one(monkeypatch, est, X):
@@ -71,12 +81,7 @@ def test_batched_restarts_are_the_restarts_one_by_one(data, monkeypatch, loss, f
 
 
 def test_when_restarts_are_batched():
-    cfg = clustering.TrainConfig(
-        n_clusters=3, lam=100.0, fairness="reverse", loss="collision", prior=None,
-        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
-        weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
-        augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
-    )  # fmt: skip
+    cfg = _cfg(n_clusters=3)
     ctx = Context()
     assert _batched.applies("linear", 3, cfg, ctx, None)
     assert _batched.applies("linear", 1, cfg, ctx, None)  # one restart: the layout
@@ -85,19 +90,14 @@ def test_when_restarts_are_batched():
     assert not _batched.applies(torch.nn.Linear(2, 3), 3, cfg, ctx, None)  # a user module
     assert not _batched.applies("linear", 3, cfg, ctx, "ckpt.pt")  # checkpointing
     for change in ({"verbose": 1}, {"augment": object()}, {"backbone_learning_rate": 0.1}):
-        other = clustering.TrainConfig(**{**cfg.__dict__, **change})
+        other = _cfg(n_clusters=3, **change)
         assert not _batched.applies("linear", 3, other, ctx, None)
 
 
 def test_solves_on_threads_equal_solves_in_turn(data):
     rng = np.random.default_rng(0)
     probs = torch.as_tensor(rng.dirichlet(np.full(4, 0.5), size=(5, 64)))
-    cfg = clustering.TrainConfig(
-        n_clusters=4, lam=100.0, fairness="reverse", loss="collision", prior=None,
-        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
-        weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
-        augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
-    )  # fmt: skip
+    cfg = _cfg()
     heads = _batched.StackedHeads([torch.nn.Linear(6, 4) for _ in range(5)])
     from concurrent.futures import ThreadPoolExecutor
 
@@ -108,26 +108,6 @@ def test_solves_on_threads_equal_solves_in_turn(data):
     for a, b in zip(serial, threaded, strict=True):
         assert a.converged and b.converged
         torch.testing.assert_close(a.labels, b.labels, rtol=0, atol=0)
-
-
-def test_a_batched_fit_copies_once_each_way_per_step(data, monkeypatch):
-    calls = {"to_host": 0, "to_device": 0}
-    real_host, real_device = _transfer.to_host, _transfer.to_device
-
-    def to_host(t):
-        calls["to_host"] += 1
-        return real_host(t)
-
-    def to_device(t, device):
-        calls["to_device"] += 1
-        return real_device(t, device)
-
-    monkeypatch.setattr(_transfer, "to_host", to_host)
-    monkeypatch.setattr(_transfer, "to_device", to_device)
-    monkeypatch.setattr(_compiled, "ENABLED", True)
-    _fit_quietly(CCEClustering(n_clusters=4, n_init=3, max_epochs=2, batch_size=64), data)
-    steps = 2 * 4  # 240 rows in batches of 64, for all three restarts at once
-    assert calls == {"to_host": steps, "to_device": steps}
 
 
 def test_interrupting_batched_restarts_keeps_their_completed_epochs(data, monkeypatch):
@@ -227,13 +207,7 @@ def test_batched_restarts_on_cuda(data, monkeypatch):
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
 def test_in_place_sgd_is_torch_sgd(weight_decay):
-    cfg = clustering.TrainConfig(
-        n_clusters=4, lam=100.0, fairness="reverse", loss="collision", prior=None,
-        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
-        weight_decay=weight_decay, batch_size=64, max_epochs=1, solver_tol=1e-6,
-        solver_max_iter=100, augment=None, augment_weight=1.0, device=torch.device("cpu"),
-        amp=False, verbose=0,
-    )  # fmt: skip
+    cfg = _cfg(weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(0)
     heads = [torch.nn.Linear(6, 4) for _ in range(3)]
     ours = _batched._Batched(_batched.StackedHeads(heads), None, cfg, None)

@@ -55,6 +55,15 @@ def test_a_fit_copies_once_each_way_per_step(counted, solver):
     assert counted == {"to_host": steps, "to_device": steps}
 
 
+def test_batched_restarts_copy_once_each_way_per_step(counted):
+    # 300 rows in batches of 64: 5 steps an epoch, 2 epochs, all three restarts at once
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an empty cluster of a tiny fit is not the point
+        CCEClustering(n_clusters=3, n_init=3, max_epochs=2, batch_size=64).fit(_blobs())
+    steps = 2 * 5
+    assert counted == {"to_host": steps, "to_device": steps}
+
+
 def test_the_torch_path_does_not_go_through_the_host(counted, monkeypatch):
     monkeypatch.setattr(_compiled, "ENABLED", False)
     CCEClustering(n_clusters=3, n_init=1, max_epochs=1, batch_size=100, random_state=0).fit(
