@@ -242,3 +242,31 @@ def test_the_normalised_table_holds_the_batches_of_the_streamed_path(data, monke
         monkeypatch.setattr(_batched, "TABLE_BYTES", 4 * x.shape[0] * x.shape[1] - 1)
         assert _batched._Source(x, inputs, cpu).tabulate().table is None  # too large: streamed
         monkeypatch.undo()
+
+
+@pytest.mark.parametrize("fairness", ["reverse", "forward"])
+@pytest.mark.parametrize("prior", [None, [0.1, 0.2, 0.3, 0.4]])
+@pytest.mark.parametrize("weight", [0.0, 1.3])
+def test_compiled_collision_step_equals_the_torch_reference(fairness, prior, weight):
+    from skcce._engine._fused import collision_step
+    from skcce.losses import _network_loss_grad
+
+    gen = torch.Generator().manual_seed(0)
+    logits = 3 * torch.randn(3, 4, 50, generator=gen)
+    logits[0, 1, :5] = 60.0  # saturated rows: sigma underflows on the other classes
+    sigma = torch.softmax(logits, dim=1)
+    Y = torch.softmax(4 * torch.randn(3, 50, 4, generator=gen, dtype=torch.float64), dim=2)
+    Y = torch.where(Y < 0.15, 0.0, Y)  # exact zeros, and rows on one class
+    Y = Y / Y.sum(dim=2, keepdim=True)
+    u = np.full(4, 0.25) if prior is None else np.asarray(prior)
+    values, fair, grad = collision_step(
+        logits.numpy(), sigma.numpy(), Y.numpy(), u, fairness, weight
+    )
+    p = None if prior is None else torch.tensor(prior, dtype=torch.float32)
+    ref_v, ref_f, ref_g = _network_loss_grad(
+        logits, sigma, Y.transpose(1, 2).contiguous(), "collision", p, fairness, weight
+    )
+    assert np.isfinite(grad).all() and np.isfinite(values).all()
+    np.testing.assert_allclose(grad, ref_g.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(values, ref_v.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fair, ref_f.numpy(), rtol=1e-5, atol=1e-6)

@@ -2,12 +2,13 @@
 
 ``_preprocess`` (layout of X, streaming normalisation), ``_train`` (one training run: the
 epoch loop; ``_step``: the train step), ``_batched`` (the linear head's restarts trained
-together), ``_inference`` (soft assignments, sharded under data
-parallelism), ``_callbacks`` (the callback protocol, progress bar), ``_checkpoint``
-(checkpoint callback and resume), ``_distributed`` (data-parallel context), ``_device`` (the
-device resolver), ``_io`` (atomic writes), ``_threads`` (scoped thread counts). Nothing here
-validates user input or imports an estimator. The names below are imported on first access
-(PEP 562), so that light modules (``_io``) load without torch.
+together; ``_fused``: their collision loss and gradient in one compiled pass),
+``_inference`` (soft assignments, sharded under data parallelism), ``_callbacks`` (the
+callback protocol, progress bar), ``_checkpoint`` (checkpoint callback and resume),
+``_distributed`` (data-parallel context), ``_device`` (the device resolver), ``_io``
+(atomic writes), ``_threads`` (scoped thread counts). Nothing here validates user input or
+imports an estimator. The names below are imported on first access (PEP 562), so that light
+modules (``_io``) load without torch.
 """
 
 from skcce._lazy import attach

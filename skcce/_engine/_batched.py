@@ -15,7 +15,8 @@ Fashion-MNIST fit's labels after one epoch, whichever path trains it.
 The logits are class-major, ``(R, K, B)``: the softmax and the losses then reduce over a
 dimension whose neighbours are contiguous, which on the CPU is several times faster than over
 a last dimension of ``K`` numbers. The heads' gradient is computed in closed form
-(:func:`skcce.losses._network_loss_grad`) rather than through autograd's graph, plain SGD is
+(:func:`skcce.losses._network_loss_grad`; for the collision loss on the CPU in one compiled
+pass, :mod:`skcce._engine._fused`) rather than through autograd's graph, plain SGD is
 applied in place, and flat data of at most :data:`TABLE_BYTES` are normalised once: a single
 restart (``R = 1``) takes this path for these savings alone.
 
@@ -100,7 +101,26 @@ class _Batched:
         # in-place SGD needs no optimiser object (building the first one in a process
         # imports torch._dynamo: about 1.4 s of a fresh process's first fit)
         self.in_place = self.closed_form and cfg.optimizer == "sgd"
+        self.fused = self._fused() if self.closed_form else None
         self.optimizer = None if self.in_place else make_optimizer(heads, cfg)
+
+    def _fused(self):
+        """The compiled loss-and-gradient pass (:mod:`skcce._engine._fused`) for the
+        collision loss on the CPU, or None (the torch reference then runs)."""
+        cfg = self.cfg
+        if cfg.loss != "collision" or cfg.device.type != "cpu" or not _compiled.ENABLED:
+            return None
+        try:
+            from skcce._engine._fused import collision_step
+        except ImportError:  # numba missing or broken
+            return None
+        k = cfg.n_clusters
+        u = np.full(k, 1.0 / k) if self.prior is None else self.prior.numpy()
+
+        def fused(logits, sigma, labels):
+            return collision_step(logits, sigma, labels, u, cfg.fairness, cfg.fairness_weight)
+
+        return fused
 
     def _update(self, grad_w, grad_b):
         """The optimiser's step from the gradients: plain SGD (the linear head's default)
@@ -147,6 +167,12 @@ class _Batched:
         probs = sigma.detach().transpose(1, 2).to(torch.float64).contiguous()  # (R, b, K)
         probs = host_probs(probs / probs.sum(dim=2, keepdim=True), cfg)  # one copy
         results = self.solve_all(probs)
+        if self.fused is not None:  # one compiled pass over the host batch (CPU)
+            labels = np.stack([res.labels.numpy() for res in results])
+            loss, fair, grad = self.fused(logits.numpy(), sigma.numpy(), labels)
+            grad = torch.from_numpy(grad)
+            self._update(torch.bmm(grad, xb), grad.sum(dim=2))
+            return torch.from_numpy(loss), torch.from_numpy(fair), logits.detach(), results
         Y = torch.stack([res.labels for res in results]).to(logits.dtype)
         Y = _transfer.to_device(Y, cfg.device).transpose(1, 2).contiguous()  # one copy back
         if self.closed_form:  # the linear heads' gradient without autograd's graph
