@@ -457,7 +457,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 limits[new] = getattr(self, old)
         return float(limits["solver_tol"]), int(limits["solver_max_iter"])
 
-    def _config(self, device, input_shape, settings):
+    def _config(self, device, input_shape, settings, solve_threads=1):
         """TrainConfig from the parameters, with the "auto" ones taken from ``settings``."""
         solver_tol, solver_max_iter = self._solver_limits()
         return TrainConfig(
@@ -481,9 +481,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             device=device,
             amp=bool(self.amp) and device.type == "cuda",
             verbose=int(self.verbose),
+            solve_threads=int(solve_threads),
         )
 
-    def _plan(self, X) -> _FitPlan:
+    def _plan(self, X, solve_threads=1) -> _FitPlan:
         """Resolve everything a fit needs before training (validated X)."""
         n = X.shape[0]
         if n < self.n_clusters:
@@ -501,7 +502,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         ctx = resolve_distributed(self.distributed)
         device = local_device(resolve_device(self.device), ctx)
         prepared = prepare(X, self.model)
-        cfg = self._config(device, prepared.input_shape, settings)
+        cfg = self._config(device, prepared.input_shape, settings, solve_threads)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
@@ -580,8 +581,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     def _fit(self, X, solve_threads=1):
         X = self._validate_X(X, reset=True)
-        plan = self._plan(X)
-        plan.cfg.solve_threads = int(solve_threads)
+        plan = self._plan(X, solve_threads)
         callbacks, resume = self._callbacks(X, plan)
         sk = next((c for c in callbacks if isinstance(c, SklearnCallbacks)), None)
         if sk is not None:

@@ -111,17 +111,23 @@ def collision_cross_entropy(
 def _collision_values(logits, target):
     """:math:`H_2` of every row, the classes along dim 1 (any number of dims: the batched
     restarts of :mod:`skcce._engine._batched` use (R, K, B) and get (R, B))."""
-    target = target.detach().to(dtype=logits.dtype)
-    # ln y shifted by its row maximum m: H2 = lse(z) - lse(z + ln y - m) - m. For a uniform
-    # target the shifted log is exactly 0, both log-sum-exps see the same numbers and the
-    # gradient softmax(z) - softmax(z + ln y - m) is exactly zero (not just up to rounding).
-    # ln 0 = -inf, without asking the math library for it (its slow path)
+    shifted, m = _shifted_log(target.detach().to(dtype=logits.dtype))
+    values = torch.logsumexp(logits, dim=1) - torch.logsumexp(logits + shifted, dim=1)
+    return values - m.squeeze(1)
+
+
+def _shifted_log(target):
+    r"""``(ln y - m, m)`` with ``m`` the row maximum of ``ln y`` (classes along dim 1).
+
+    :math:`H_2 = \operatorname{lse}(z) - \operatorname{lse}(z + \ln y - m) - m`. For a
+    uniform target the shifted log is exactly 0, both log-sum-exps see the same numbers and the
+    gradient ``softmax(z) - softmax(z + ln y - m)`` is exactly zero (not just up to rounding).
+    ``ln 0 = -inf`` is set without asking the math library for it (its slow path).
+    """
     pos = target > 0
     log_t = torch.log(torch.where(pos, target, 1.0)).masked_fill_(~pos, -math.inf)
     m = log_t.amax(dim=1, keepdim=True)
-    shifted = log_t - m
-    values = torch.logsumexp(logits, dim=1) - torch.logsumexp(logits + shifted, dim=1)
-    return values - m.squeeze(1)
+    return log_t - m, m
 
 
 def cross_entropy(
@@ -384,10 +390,8 @@ def _network_loss_grad(logits, sigma, target, loss, prior, kind, fairness_weight
     """
     target = target.to(dtype=logits.dtype)
     if loss == "collision":
-        pos = target > 0
-        log_t = torch.log(torch.where(pos, target, 1.0)).masked_fill_(~pos, -math.inf)
-        m = log_t.amax(dim=1, keepdim=True)
-        shifted = logits + (log_t - m)
+        shifted, m = _shifted_log(target)
+        shifted = logits + shifted
         lse = torch.logsumexp(shifted, dim=1, keepdim=True)
         values = torch.logsumexp(logits, dim=1) - (lse + m).squeeze(1)
         rows = sigma - torch.exp(shifted - lse)

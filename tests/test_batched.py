@@ -101,9 +101,9 @@ def test_solves_on_threads_equal_solves_in_turn(data):
     heads = _batched.StackedHeads([torch.nn.Linear(6, 4) for _ in range(5)])
     from concurrent.futures import ThreadPoolExecutor
 
-    serial = _batched._Batched(heads, None, cfg, None).solve_all(probs)
+    serial = _batched._Batched(heads, None, cfg).solve_all(probs)
     with ThreadPoolExecutor(2) as pool:
-        threaded = _batched._Batched(heads, None, cfg, None, pool).solve_all(probs)
+        threaded = _batched._Batched(heads, None, cfg, pool).solve_all(probs)
     assert len(serial) == len(threaded) == 5
     for a, b in zip(serial, threaded, strict=True):
         assert a.converged and b.converged
@@ -210,7 +210,7 @@ def test_in_place_sgd_is_torch_sgd(weight_decay):
     cfg = _cfg(weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(0)
     heads = [torch.nn.Linear(6, 4) for _ in range(3)]
-    ours = _batched._Batched(_batched.StackedHeads(heads), None, cfg, None)
+    ours = _batched._Batched(_batched.StackedHeads(heads), None, cfg)
     ref = _batched.StackedHeads(heads)
     sgd = torch.optim.SGD(ref.parameters(), lr=0.5, weight_decay=weight_decay)
     for _ in range(3):

@@ -376,16 +376,13 @@ def test_engine_private_path_reaches_the_kernels_when_enabled(enabled, monkeypat
     from skcce import CCEClustering
 
     calls = []
+    real = kn.solve_collision_numba
 
-    def spy(real):
-        def spied(*args, **kwargs):
-            calls.append(1)
-            return real(*args, **kwargs)
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
 
-        return spied
-
-    for entry in ("solve_collision_numba", "solve_collision_stack"):  # one by one, together
-        monkeypatch.setattr(kn, entry, spy(getattr(kn, entry)))
+    monkeypatch.setattr(kn, "solve_collision_numba", spy)
     monkeypatch.setattr(_compiled, "ENABLED", enabled)
     X = np.random.default_rng(0).normal(size=(60, 4))
     for verbose in (0, 1):  # restarts trained together (0) and one by one (1)
@@ -393,26 +390,3 @@ def test_engine_private_path_reaches_the_kernels_when_enabled(enabled, monkeypat
         est = CCEClustering(n_clusters=3, max_epochs=1, n_init=1, random_state=0, verbose=verbose)
         assert est.fit(X).labels_.shape == (60,)
         assert (len(calls) > 0) is enabled
-
-
-@pytest.mark.parametrize("method", ["newton", "em"])
-@pytest.mark.parametrize(
-    ("fairness", "prior"),
-    [("reverse", None), ("forward", None), ("forward", [0.0, 0.5, 0.3, 0.2])],
-)
-def test_stacked_entry_solves_each_problem_as_the_single_entry(method, fairness, prior):
-    if method == "em" and fairness == "forward":
-        pytest.skip("EM solves the reverse fairness only")
-    k = 4
-    u = np.full(k, 1.0 / k) if prior is None else np.asarray(prior)
-    stack = np.stack([_random(60, k, 1).numpy(), _zeros(60, k, 2).numpy()])
-    stack[1, :, 3] = 0.0  # a class with no mass at all: the start mixes in the prior
-    stack[1] /= stack[1].sum(axis=1, keepdims=True)
-    kw = dict(tol=1e-7, max_iter=500, method=method)
-    outs = kn.solve_collision_stack(stack, 10.0, u, fairness, **kw)
-    assert len(outs) == 2
-    for sigma, out in zip(stack, outs, strict=True):
-        ref = kn.solve_collision_numba(sigma, 10.0, u, fairness, **kw)
-        assert out.certified == ref.certified and out.n_iter == ref.n_iter
-        np.testing.assert_array_equal(out.labels, ref.labels)
-        assert out.objective == ref.objective and out.gap == ref.gap

@@ -88,8 +88,9 @@ class StackedHeads(nn.Module):
 class _Batched:
     """What every step of a batched fit shares (the counterpart of ``_step.Step``)."""
 
-    def __init__(self, heads, inputs, cfg, prior, pool=None):
+    def __init__(self, heads, inputs, cfg, pool=None):
         self.heads, self.inputs, self.cfg, self.pool = heads, inputs, cfg, pool
+        prior = cfg.prior
         self.prior = None if prior is None else torch.as_tensor(prior, dtype=torch.float64)
         self.prior_dev = None
         if prior is not None:
@@ -142,10 +143,10 @@ class _Batched:
         not take or certify."""
         cfg = self.cfg
         results = _compiled.solve_stack(
-            probs, lam=cfg.lam, prior=self.prior, fairness=cfg.fairness, method=cfg.solver,
-            tol=cfg.solver_tol, max_iter=cfg.solver_max_iter,
+            probs, lam=cfg.lam, prior=self.prior, fairness=cfg.fairness, loss=cfg.loss,
+            method=cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter,
             map_=map if self.pool is None else self.pool.map,
-        ) if cfg.loss == "collision" else None  # fmt: skip
+        )  # fmt: skip
         if results is None:
             results = [None] * len(probs)
         return [
@@ -289,7 +290,7 @@ def run_batched(X, prepared, cfg, build, seeds, runs, *, callbacks=()):
 
 
 def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
-    batched = _Batched(heads, prepared.inputs, cfg, cfg.prior, pool)
+    batched = _Batched(heads, prepared.inputs, cfg, pool)
     source = _Source(X, prepared.inputs, cfg.device).tabulate()
     histories = [[] for _ in runs]
     done = None  # (weights, epochs) of the last completed epoch

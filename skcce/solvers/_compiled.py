@@ -113,13 +113,13 @@ def solve(problem, method, init, *, tol, max_iter):
     return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
 
 
-def solve_stack(probs, *, lam, prior, fairness, method, tol, max_iter, map_=map):
+def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map_=map):
     """Compiled solves of ``R`` validated host problems at once (the batched restarts of
     :mod:`skcce._engine._batched`): one result per problem, None where the kernels do not
     certify (the caller then runs the torch path on that problem), or None for the whole
     stack when the compiled path does not apply.
 
-    The per-problem checks and conversions of :func:`solve` are made once for the stack.
+    The checks and conversions that :func:`solve` makes per problem are made once here.
 
     Parameters
     ----------
@@ -129,6 +129,7 @@ def solve_stack(probs, *, lam, prior, fairness, method, tol, max_iter, map_=map)
     prior : torch.Tensor of shape (K,) or None
         None: uniform.
     fairness : {"reverse", "forward"}
+    loss : str
     method : {"newton", "em"}
     tol : float
     max_iter : int or None
@@ -142,7 +143,7 @@ def solve_stack(probs, *, lam, prior, fairness, method, tol, max_iter, map_=map)
     """
     k = probs.shape[-1]
     if not (
-        takes("collision", method)
+        takes(loss, method)
         and probs.device.type == "cpu"
         and probs.dtype == torch.float64
         and lam > 0
@@ -155,13 +156,14 @@ def solve_stack(probs, *, lam, prior, fairness, method, tol, max_iter, map_=map)
         return None
     u = np.full(k, 1.0 / k) if prior is None else prior.detach().double().cpu().numpy()
     cap = _DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
-    outs = kn.solve_collision_stack(
-        probs.numpy(), lam, u, fairness, tol=tol, max_iter=cap, method=method, map_=map_
-    )
-    return [
-        PseudoLabelResult(torch.from_numpy(out.labels), out.objective, out.gap, out.n_iter,
-                          True, method)
-        if out.certified
-        else None
-        for out in outs
-    ]  # fmt: skip
+
+    def one(sigma):
+        out = kn.solve_collision_numba(
+            sigma, lam, u, fairness, tol=tol, max_iter=cap, method=method
+        )
+        if not out.certified:
+            return None
+        labels = torch.from_numpy(out.labels)
+        return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
+
+    return list(map_(one, probs.numpy()))
