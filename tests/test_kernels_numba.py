@@ -390,3 +390,18 @@ def test_engine_private_path_reaches_the_kernels_when_enabled(enabled, monkeypat
         est = CCEClustering(n_clusters=3, max_epochs=1, n_init=1, random_state=0, verbose=verbose)
         assert est.fit(X).labels_.shape == (60,)
         assert (len(calls) > 0) is enabled
+
+
+def test_first_certificate_waits_unless_pricing_needs_it():
+    """Iteration 0's certificate (a pass of exact best responses, for pricing) is skipped when
+    the warm start's own gap is small, and kept when the start is far from the optimum."""
+    u = np.full(10, 0.1)
+    P = _realistic(250, 10, 0).numpy()
+    *_, n_iter, ok, n_pass = kn.ipm_solve(P, u, 100.0, False, P.copy(), 1e-6, 200)
+    # the supports' pass, the certificate due at iteration 4 and the final one (4 passes when
+    # iteration 0 certified as well)
+    assert ok and n_iter == 5 and n_pass == 3
+    P = _random(250, 10, 5).numpy()
+    start = kn._start(P, u, False)
+    *_, n_iter, ok, n_pass = kn.ipm_solve(P, u, 1e4, False, start, 1e-6, 1000)
+    assert ok and n_iter <= 15  # 73 iterations when this start's first pricing waits

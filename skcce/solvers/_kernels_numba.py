@@ -55,6 +55,7 @@ _EPS_NEW = 0.05  # mass given to a class when pricing adds it to a row's support
 _REG = 1e-8  # primal regularisation of each row's reduced block
 _WIDTH = 8  # first capacity of a row's support (grows by doubling when pricing needs it)
 _PRICE_EVERY = 4  # the certificate (and pricing) at least every this many iterations
+_EARLY = 3.0  # the first pricing is at iteration 0 when the warm start's gap >= this x yz
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
 _EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce.solvers._em)
 _CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as skcce.solvers)
@@ -504,8 +505,10 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     score = np.empty(K)
     top = min(_TOP, K)
     ew = _exp_w(w, allowed)
+    psi0 = 0.0  # the dual at the warm start's multiplier, for the first pricing (below)
     for i in range(N):
-        a, b, ya, _ = _br_row(sigma[i], ew, w, allowed)
+        a, b, ya, psi = _br_row(sigma[i], ew, w, allowed)
+        psi0 += psi
         c = 1
         sup[i, 0] = a
         if ya < 1.0 and b != a:
@@ -559,6 +562,16 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             if c > 1:
                 zv[i, q] = _MU0 / yv[i, q]
 
+    # The first certificate is due at iteration 0, for pricing: it adds classes when the
+    # gap is large against the start's complementarity (yz = _MU0 x its entries). The warm
+    # start's own gap predicts that at the cost of one objective, and when it is small the
+    # certificate (a pass of exact best responses) waits for the next due one.
+    gap0 = objective(sigma, Y0, u, lam, forward) - dual_value(psi0, w, u, lam, N, forward)
+    nvar0 = 0
+    for i in range(N):
+        if cnt[i] > 1:
+            nvar0 += cnt[i]
+    price0 = not gap0 < _EARLY * _MU0 * nvar0  # a NaN gap prices too
     gs = np.empty(K)  # (sigma_j - sigma_r) / x on the reduced support
     idx = np.empty(K, dtype=np.int64)
     B = np.zeros((K, K))
@@ -582,6 +595,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     gbuf = np.zeros(1)
     Yc = np.empty((N, K))
 
+    scale = -1.0  # of the test for a certificate (see the loop)
     best_gap = _INF
     best_Y = Y0.copy()
     best_val = _INF
@@ -610,12 +624,16 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         mu = yz / nvar if nvar > 0 else 0.0
         # the full certificate costs a pass over all N x K entries: it is evaluated when the
         # restricted problem is nearly solved, and every few iterations (for pricing)
+        # (the scale of the test is the last certified F, or the restricted objective once)
+        due = n_iter % _PRICE_EVERY == 0 and (n_iter > 0 or price0)
         do_cert = True
-        if nvar > 0 and n_iter < max_iter and n_iter % _PRICE_EVERY != 0:
-            Fr = _phi(s, u, lam, N, forward)
-            for i in range(N):
-                Fr -= math.log(x[i])
-            do_cert = not yz > tol * max(abs(Fr), 1.0)
+        if nvar > 0 and n_iter < max_iter and not due:
+            if scale < 0:
+                Fr = _phi(s, u, lam, N, forward)
+                for i in range(N):
+                    Fr -= math.log(x[i])
+                scale = max(abs(Fr), 1.0)
+            do_cert = not yz > tol * scale
         if do_cert:
             # --- certificate on the labels as they are returned (rows renormalised) ---------
             Yc[:, :] = 0.0
@@ -630,6 +648,8 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             gap = F - q
             if gap != gap:
                 gap = _INF
+            if math.isfinite(F):
+                scale = max(abs(F), 1.0)
             if math.isfinite(F) and gap < best_gap:
                 best_gap = gap
                 best_val = F
