@@ -405,3 +405,17 @@ def test_first_certificate_waits_unless_pricing_needs_it():
     start = kn._start(P, u, False)
     *_, n_iter, ok, n_pass = kn.ipm_solve(P, u, 1e4, False, start, 1e-6, 1000)
     assert ok and n_iter <= 15  # 73 iterations when this start's first pricing waits
+
+
+@pytest.mark.parametrize("make", [_random, _ties, _zeros])
+def test_large_lam_prices_every_class_at_once(make):
+    """At lam = 1e4 the optimum mixes many classes in every row: the first pricing finds most
+    rows short of a class and gives every row all classes, instead of one class a row per
+    pass (10-18 passes of exact best responses before)."""
+    u = np.full(10, 0.1)
+    for seed in range(3):
+        P = make(250, 10, seed).numpy()
+        start = kn._start(P, u, False)
+        Y, value, gap, n_iter, ok, n_pass = kn.ipm_solve(P, u, 1e4, False, start, 1e-6, 1000)
+        assert ok and gap <= 1e-6 * abs(value)
+        assert n_pass <= 8, (seed, n_iter, n_pass)

@@ -27,11 +27,14 @@ What is here
   small support (the classes its best responses used, plus its best vertices); the restricted
   problem is solved by a primal-dual interior-point method whose Newton system, after
   eliminating every row (a block of the support's size), is one K x K positive definite system
-  (the Schur complement on the column sums ``s``). After each step the full certificate is
-  evaluated with exact best responses over *all* classes; when the restricted problem is
-  solved but the certificate is not, the classes of the rows' best responses are added
-  (pricing) and the interior-point iteration continues. At a restricted optimum whose
-  supports contain every row's best response the gap is zero, so the loop ends certified.
+  (the Schur complement on the column sums ``s``). The full certificate, with exact best
+  responses over *all* classes, is evaluated when the restricted problem is nearly solved and
+  every few iterations (at iteration 0 only when the warm start's own gap is large); when the
+  restricted problem is solved but the certificate is not, the classes of the rows' best
+  responses are added (pricing) and the interior-point iteration continues. When one pricing
+  adds classes to most rows (a large ``lam``, whose optimum mixes many classes in every row),
+  every row gets every allowed class at once. At a restricted optimum whose supports contain
+  every row's best response the gap is zero, so the loop ends certified.
   Ties between a row's classes, exact zeros in ``sigma``, K = 2 and large ``lam`` (an LP-like
   dual) need no special case: the optimum mixes classes inside a row where it must.
 * :func:`em_solve`: the paper's EM (Algorithm 1's inner loop: E-step and the exact M-step of
@@ -56,6 +59,7 @@ _REG = 1e-8  # primal regularisation of each row's reduced block
 _WIDTH = 8  # first capacity of a row's support (grows by doubling when pricing needs it)
 _PRICE_EVERY = 4  # the certificate (and pricing) at least every this many iterations
 _EARLY = 3.0  # the first pricing is at iteration 0 when the warm start's gap >= this x yz
+_DENSE_ROWS = 0.5  # one pricing adding classes to more than this share of rows: full supports
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
 _EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce.solvers._em)
 _CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as skcce.solvers)
@@ -681,6 +685,23 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                             cv = _widen(cv, W)
                         _add_class(i, k, yv, zv, sup, cnt, mu)
                         added += 1
+                if added > _DENSE_ROWS * N:
+                    # Most rows lacked a class: the optimum mixes many classes per row (a
+                    # large lam). Pricing one class a row per pass would take up to K passes;
+                    # every row gets every allowed class at once instead.
+                    if W < K:
+                        W = K
+                        sup = _widen(sup, W)
+                        yv = _widen(yv, W)
+                        zv = _widen(zv, W)
+                        dyv = _widen(dyv, W)
+                        dzv = _widen(dzv, W)
+                        cv = _widen(cv, W)
+                    for i in range(N):
+                        for k in range(K):
+                            if allowed[k] and not _has(sup, cnt, i, k):
+                                _add_class(i, k, yv, zv, sup, cnt, mu)
+                                added += 1
                 if added == 0 and nvar == 0:
                     return best_Y, best_val, best_gap, n_iter, False, n_pass
                 if added > 0:
