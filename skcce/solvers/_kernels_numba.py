@@ -666,6 +666,13 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 return best_Y, best_val, best_gap, n_iter, False, n_pass
             # --- pricing: the restricted problem is (nearly) solved, the full one is not -----
             if nvar == 0 or (math.isfinite(gap) and yz <= 0.1 * gap):
+                # A class priced in late, at a nearly solved restricted problem (mu tiny), starts
+                # its row far from the central path: the row is re-centred at a complementarity
+                # of gap / nvar (at most the first one), not left at mu, which otherwise took
+                # about 10 iterations to recover.
+                mu_new = mu
+                if nvar > 0 and math.isfinite(gap):
+                    mu_new = max(mu, min(gap / nvar, _MU0))
                 added = 0
                 for i in range(N):  # the certificate's best responses
                     a = ba[i]
@@ -683,8 +690,10 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                             dyv = _widen(dyv, W)
                             dzv = _widen(dzv, W)
                             cv = _widen(cv, W)
-                        _add_class(i, k, yv, zv, sup, cnt, mu)
+                        _add_class(i, k, yv, zv, sup, cnt, mu_new)
                         added += 1
+                        for q in range(cnt[i]):
+                            zv[i, q] = max(zv[i, q], mu_new / yv[i, q])
                 if added > _DENSE_ROWS * N:
                     # Most rows lacked a class: the optimum mixes many classes per row (a
                     # large lam). Pricing one class a row per pass would take up to K passes;
