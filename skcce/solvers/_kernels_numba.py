@@ -57,7 +57,7 @@ _MU0 = 0.1  # first complementarity of the interior point
 _EPS_NEW = 0.05  # mass given to a class when pricing adds it to a row's support
 _REG = 1e-8  # primal regularisation of each row's reduced block
 _WIDTH = 8  # first capacity of a row's support (grows by doubling when pricing needs it)
-_PRICE_EVERY = 4  # the certificate (and pricing) at least every this many iterations
+_PRICE_EVERY = 8  # the certificate (and pricing) at least every this many iterations
 _EARLY = 3.0  # the first pricing is at iteration 0 when the warm start's gap >= this x yz
 _DENSE_ROWS = 0.5  # one pricing adding classes to more than this share of rows: full supports
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
