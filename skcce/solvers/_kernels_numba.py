@@ -452,6 +452,15 @@ def _widen(a, width):
     return out
 
 
+@njit(cache=True, error_model="numpy")
+def _widen_all(sup, yv, zv, dyv, dzv, cv, width):
+    """:func:`_widen` of every per-row support array of :func:`ipm_solve`."""
+    return (
+        _widen(sup, width), _widen(yv, width), _widen(zv, width), _widen(dyv, width),
+        _widen(dzv, width), _widen(cv, width),
+    )  # fmt: skip
+
+
 @njit(cache=True, error_model="numpy", nogil=True)
 def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     """Certified optimum of F by an interior-point method with column generation.
@@ -684,12 +693,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                             continue
                         if cnt[i] == W:
                             W = min(K, 2 * W)
-                            sup = _widen(sup, W)
-                            yv = _widen(yv, W)
-                            zv = _widen(zv, W)
-                            dyv = _widen(dyv, W)
-                            dzv = _widen(dzv, W)
-                            cv = _widen(cv, W)
+                            sup, yv, zv, dyv, dzv, cv = _widen_all(sup, yv, zv, dyv, dzv, cv, W)
                         _add_class(i, k, yv, zv, sup, cnt, mu_new)
                         added += 1
                         for q in range(cnt[i]):
@@ -700,12 +704,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     # every row gets every allowed class at once instead.
                     if W < K:
                         W = K
-                        sup = _widen(sup, W)
-                        yv = _widen(yv, W)
-                        zv = _widen(zv, W)
-                        dyv = _widen(dyv, W)
-                        dzv = _widen(dzv, W)
-                        cv = _widen(cv, W)
+                        sup, yv, zv, dyv, dzv, cv = _widen_all(sup, yv, zv, dyv, dzv, cv, W)
                     for i in range(N):
                         for k in range(K):
                             if allowed[k] and not _has(sup, cnt, i, k):
