@@ -138,6 +138,31 @@ def test_best_responses_match_torch(case):
     np.testing.assert_allclose(v2[fin], psi2[fin], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("k", [12, 20, 50])
+def test_long_envelope_walk_gives_way_to_the_candidate(k):
+    """A row whose maximiser lies many envelope vertices left of its largest entry: the short
+    walk gives up, and the candidate (or the finished walk) gives the exact best response."""
+    s = np.linspace(0.02, 0.08, k)
+    s = s / s.sum()
+    x_star = s[1] + 0.3 * (s[2] - s[1])  # the maximiser of ln x - A x^2 lies near the left end
+    wm = -(s**2) / (2 * x_star**2)
+    allowed = np.ones(k, dtype=bool)
+    *_, done = kn._br_walk(s, wm, allowed, kn._WALK)
+    assert not done  # the case reaches the candidate
+    a, b, ya, psi = kn._br_row(s, kn._exp_w(wm, allowed), wm, allowed)
+    a2, b2, ya2, psi2, done2 = kn._br_walk(s, wm, allowed, k + 1)
+    assert done2
+    assert psi == pytest.approx(psi2, rel=1e-13, abs=1e-13)
+    Y1, psi1 = _collision_response(
+        torch.from_numpy(s[None, :]), torch.from_numpy(wm), torch.ones(k, dtype=torch.bool), "reverse"
+    )
+    assert psi == pytest.approx(float(psi1[0]), rel=1e-12, abs=1e-12)
+    y = np.zeros(k)
+    y[a] += ya
+    y[b] += 1 - ya
+    assert -np.log(y @ s) - y @ wm == pytest.approx(psi, rel=1e-12, abs=1e-12)
+
+
 @pytest.mark.parametrize("fairness", ["reverse", "forward"])
 @pytest.mark.parametrize("prior", [None, [0.4, 0.0, 0.3, 0.2, 0.1]])
 def test_certificate_matches_torch(fairness, prior):

@@ -60,6 +60,7 @@ _WIDTH = 8  # first capacity of a row's support (grows by doubling when pricing 
 _PRICE_EVERY = 8  # the certificate (and pricing) at least every this many iterations
 _EARLY = 3.0  # the first pricing is at iteration 0 when the warm start's gap >= this x yz
 _DENSE_ROWS = 0.5  # one pricing adding classes to more than this share of rows: full supports
+_WALK = 3  # steps of the envelope walk before a row's best response tries the candidate
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
 _EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce.solvers._em)
 _CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as skcce.solvers)
@@ -129,8 +130,13 @@ def _br_candidate(s, ew, wm, allowed):
 
 
 @njit(cache=True, error_model="numpy")
-def _br_walk(s, wm, allowed):
-    """Exact maximiser by a walk along the upper envelope from its right end (largest ``s``)."""
+def _br_walk(s, wm, allowed, max_steps):
+    """Exact maximiser by a walk along the upper envelope from its right end (largest ``s``).
+
+    Each step is one pass over the classes and moves to a vertex of smaller ``s``, so the walk
+    ends within K steps. Returns ``(a, b, ya, psi, done)``; after ``max_steps`` steps without
+    an end it gives up (``done`` False, the other values meaningless).
+    """
     K = s.shape[0]
     v = -1
     for k in range(K):
@@ -138,11 +144,11 @@ def _br_walk(s, wm, allowed):
             continue
         if v < 0 or s[k] > s[v] or (s[k] == s[v] and wm[k] > wm[v]):
             v = k
-    while True:
+    for _ in range(max_steps):
         sv = s[v]
         wv = wm[v]
         if not sv > 0.0:
-            return v, v, 1.0, _INF
+            return v, v, 1.0, _INF, True
         j = -1
         rho = _INF
         for k in range(K):
@@ -155,28 +161,34 @@ def _br_walk(s, wm, allowed):
                     rho = r
                     j = k
         if j < 0 or 1.0 / sv + rho >= 0.0:
-            return v, v, 1.0, -math.log(sv) - wv
+            return v, v, 1.0, -math.log(sv) - wv, True
         xs = -1.0 / rho
         sj = s[j]
         if xs > sj:
             yv = min((xs - sj) / (sv - sj), 1.0)
             yj = 1.0 - yv
             x = yv * sv + yj * sj
-            return v, j, yv, -math.log(x) - (yv * wv + yj * wm[j])
+            return v, j, yv, -math.log(x) - (yv * wv + yj * wm[j]), True
         v = j
+    return v, v, 1.0, _INF, False
 
 
 @njit(cache=True, error_model="numpy")
 def _br_row(s, ew, wm, allowed):
     """Exact maximiser of ln(s'y) + wm'y on the simplex for one row (``ew = _exp_w(wm)``).
 
-    The candidate of :func:`_br_candidate` is accepted when it passes the optimality
-    conditions ``s_k / x + wm_k <= s_a / x + wm_a`` (every class ``k``, every class ``a`` of the
-    support, ``x = s'y``, within 64 ulp); otherwise the envelope walk :func:`_br_walk` decides.
+    The envelope walk of :func:`_br_walk` first, for a few steps: it usually ends at its first
+    or second vertex, in one pass over the classes per step. A longer walk (up to K passes)
+    gives way to the candidate of :func:`_br_candidate` (two passes), accepted when it passes
+    the optimality conditions ``s_k / x + wm_k <= s_a / x + wm_a`` (every class ``k``, every
+    class ``a`` of the support, ``x = s'y``, within 64 ulp); otherwise the walk finishes.
     Returns ``(a, b, ya, psi)``: the labels put ``ya`` on class ``a`` and ``1 - ya`` on class
     ``b`` (``a == b`` for a vertex), and ``psi = -ln(s'y) - wm'y`` (``+inf`` if no allowed class
     has ``s > 0``).
     """
+    a, b, ya, psi, done = _br_walk(s, wm, allowed, _WALK)
+    if done:
+        return a, b, ya, psi
     a, b, ya, psi = _br_candidate(s, ew, wm, allowed)
     if psi == _INF:
         return a, b, ya, psi
@@ -188,7 +200,8 @@ def _br_row(s, ew, wm, allowed):
     tol = 64 * 2.220446049250313e-16 * (1.0 + abs(lo))
     for k in range(s.shape[0]):
         if allowed[k] and s[k] * inv + wm[k] > lo + tol:
-            return _br_walk(s, wm, allowed)
+            a, b, ya, psi, _ = _br_walk(s, wm, allowed, s.shape[0] + 1)
+            return a, b, ya, psi
     return a, b, ya, psi
 
 
@@ -344,6 +357,64 @@ def certificate(sigma, Y, u, lam, forward):
     ba = np.empty(N, dtype=np.int64)
     bb = np.empty(N, dtype=np.int64)
     return _certificate_into(sigma, Y, u, lam, forward, ba, bb, np.empty(N))
+
+
+@njit(cache=True, error_model="numpy")
+def _dense(sup, cnt, yv, K):
+    """The labels of compact supports as an (N, K) array, each row renormalised to sum 1."""
+    N = cnt.shape[0]
+    Y = np.zeros((N, K))
+    for i in range(N):
+        tot = 0.0
+        for q in range(cnt[i]):
+            tot += yv[i, q]
+        for q in range(cnt[i]):
+            Y[i, sup[i, q]] = yv[i, q] / tot
+    return Y
+
+
+@njit(cache=True, error_model="numpy")
+def _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass):
+    """The uncertified result: the best certified supports so far, or the warm start."""
+    K = Y0.shape[1]
+    Y = Y0.copy() if best_cnt.shape[0] == 0 else _dense(best_sup, best_cnt, best_yv, K)
+    return Y, best_val, best_gap, n_iter, False, n_pass
+
+
+@njit(cache=True, error_model="numpy")
+def _certificate_sparse(sigma, sup, cnt, yv, u, lam, forward, ba, bb, bya, s):
+    """``(F, q)`` of :func:`certificate` for the labels ``_dense(sup, cnt, yv)``, read from the
+    supports (the column sums and ``F`` cost O(N x support); the best responses, written to
+    ``(ba, bb, bya)``, read all of ``sigma``). ``s`` is a work array of shape (K,)."""
+    N, K = sigma.shape
+    allowed = np.ones(K, dtype=np.bool_)
+    if forward:
+        for k in range(K):
+            allowed[k] = u[k] > 0
+    for k in range(K):
+        s[k] = 0.0
+    rows = 0.0
+    for i in range(N):
+        tot = 0.0
+        for q in range(cnt[i]):
+            tot += yv[i, q]
+        x = 0.0
+        for q in range(cnt[i]):
+            y = yv[i, q] / tot
+            x += y * sigma[i, sup[i, q]]
+            s[sup[i, q]] += y
+        rows -= math.log(x) if x > 0 else -_INF
+    F = rows + _phi(s, u, lam, N, forward)
+    w = initial_w(s, u, lam, N, forward)
+    psi_sum = 0.0
+    ew = _exp_w(w, allowed)
+    for i in range(N):
+        a, b, ya, psi = _br_row(sigma[i], ew, w, allowed)
+        ba[i] = a
+        bb[i] = b
+        bya[i] = ya
+        psi_sum += psi
+    return F, dual_value(psi_sum, w, u, lam, N, forward)
 
 
 # ----- the interior-point column-generation solver ---------------------------------------------
@@ -606,12 +677,14 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     # per-row inverses of the reduced blocks, stored flat
     goff = np.zeros(N + 1, dtype=np.int64)
     gbuf = np.zeros(1)
-    Yc = np.empty((N, K))
 
     scale = -1.0  # of the test for a certificate (see the loop)
     best_gap = _INF
-    best_Y = Y0.copy()
+    sc = np.empty(K)  # the certificate's column sums
     best_val = _INF
+    best_sup = sup[:0]  # the best certified supports so far (none yet: the warm start)
+    best_cnt = cnt[:0]
+    best_yv = yv[:0]
     n_iter = 0
     n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
     ba = np.zeros(N, dtype=np.int64)
@@ -648,31 +721,25 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 scale = max(abs(Fr), 1.0)
             do_cert = not yz > tol * scale
         if do_cert:
-            # --- certificate on the labels as they are returned (rows renormalised) ---------
-            Yc[:, :] = 0.0
-            for i in range(N):
-                tot = 0.0
-                for q in range(cnt[i]):
-                    tot += yv[i, q]
-                for q in range(cnt[i]):
-                    Yc[i, sup[i, q]] = yv[i, q] / tot
-            F, q, wc = _certificate_into(sigma, Yc, u, lam, forward, ba, bb, bya)
+            # --- certificate on the labels as they are returned (rows renormalised), read
+            # from the supports: O(N x support) besides the best responses' pass over sigma
+            F, q = _certificate_sparse(sigma, sup, cnt, yv, u, lam, forward, ba, bb, bya, sc)
             n_pass += 1
             gap = F - q
             if gap != gap:
                 gap = _INF
             if math.isfinite(F):
                 scale = max(abs(F), 1.0)
+            if math.isfinite(F) and gap <= tol * max(abs(F), 1.0):
+                return _dense(sup, cnt, yv, K), F, gap, n_iter, True, n_pass
             if math.isfinite(F) and gap < best_gap:
                 best_gap = gap
                 best_val = F
-                for i in range(N):  # element loop: see _widen
-                    for k in range(K):
-                        best_Y[i, k] = Yc[i, k]
-            if math.isfinite(F) and gap <= tol * max(abs(F), 1.0):
-                return Yc, F, gap, n_iter, True, n_pass
+                best_sup = sup.copy()
+                best_cnt = cnt.copy()
+                best_yv = yv.copy()
             if n_iter >= max_iter:
-                return best_Y, best_val, best_gap, n_iter, False, n_pass
+                return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
             # --- pricing: the restricted problem is (nearly) solved, the full one is not -----
             if nvar == 0 or (math.isfinite(gap) and yz <= 0.1 * gap):
                 # A class priced in late, at a nearly solved restricted problem (mu tiny), starts
@@ -711,7 +778,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                                 _add_class(i, k, yv, zv, sup, cnt, mu)
                                 added += 1
                 if added == 0 and nvar == 0:
-                    return best_Y, best_val, best_gap, n_iter, False, n_pass
+                    return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
                 if added > 0:
                     continue  # recompute the state (no iteration spent)
         n_iter += 1
@@ -781,7 +848,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 all_sum += row_sum
             M[r, r] += all_sum
         if not ok:
-            return best_Y, best_val, best_gap, n_iter, False, n_pass
+            return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
         # the Schur complement on the column sums: I + D^1/2 M D^1/2
         for a in range(K):
             dh[a] = math.sqrt(Dg[a])
@@ -795,7 +862,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             idx, rhs, c_vec, 1.0,
         )  # fmt: skip
         if not ap >= 0:
-            return best_Y, best_val, best_gap, n_iter, False, n_pass
+            return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
         mu_aff = 0.0
         for i in range(N):
             if cnt[i] < 2:
@@ -811,7 +878,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             dzv, idx, rhs, c_vec, tau,
         )  # fmt: skip
         if not ap >= 0:
-            return best_Y, best_val, best_gap, n_iter, False, n_pass
+            return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
         for i in range(N):
             if cnt[i] < 2:
                 continue
