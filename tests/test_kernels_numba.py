@@ -153,8 +153,9 @@ def test_long_envelope_walk_gives_way_to_the_candidate(k):
     a2, b2, ya2, psi2, done2 = kn._br_walk(s, wm, allowed, k + 1)
     assert done2
     assert psi == pytest.approx(psi2, rel=1e-13, abs=1e-13)
-    Y1, psi1 = _collision_response(
-        torch.from_numpy(s[None, :]), torch.from_numpy(wm), torch.ones(k, dtype=torch.bool), "reverse"
+    every = torch.ones(k, dtype=torch.bool)
+    _, psi1 = _collision_response(
+        torch.from_numpy(s[None, :]), torch.from_numpy(wm), every, "reverse"
     )
     assert psi == pytest.approx(float(psi1[0]), rel=1e-12, abs=1e-12)
     y = np.zeros(k)

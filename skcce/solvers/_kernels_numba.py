@@ -374,10 +374,10 @@ def _dense(sup, cnt, yv, K):
 
 
 @njit(cache=True, error_model="numpy")
-def _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass):
+def _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass):
     """The uncertified result: the best certified supports so far, or the warm start."""
     K = Y0.shape[1]
-    Y = Y0.copy() if best_cnt.shape[0] == 0 else _dense(best_sup, best_cnt, best_yv, K)
+    Y = Y0.copy() if bcnt.shape[0] == 0 else _dense(bsup, bcnt, byv, K)
     return Y, best_val, best_gap, n_iter, False, n_pass
 
 
@@ -682,9 +682,9 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     best_gap = _INF
     sc = np.empty(K)  # the certificate's column sums
     best_val = _INF
-    best_sup = sup[:0]  # the best certified supports so far (none yet: the warm start)
-    best_cnt = cnt[:0]
-    best_yv = yv[:0]
+    bsup = sup[:0]  # the best certified supports so far (none yet: the warm start)
+    bcnt = cnt[:0]
+    byv = yv[:0]
     n_iter = 0
     n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
     ba = np.zeros(N, dtype=np.int64)
@@ -735,11 +735,11 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             if math.isfinite(F) and gap < best_gap:
                 best_gap = gap
                 best_val = F
-                best_sup = sup.copy()
-                best_cnt = cnt.copy()
-                best_yv = yv.copy()
+                bsup = sup.copy()
+                bcnt = cnt.copy()
+                byv = yv.copy()
             if n_iter >= max_iter:
-                return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
+                return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
             # --- pricing: the restricted problem is (nearly) solved, the full one is not -----
             if nvar == 0 or (math.isfinite(gap) and yz <= 0.1 * gap):
                 # A class priced in late, at a nearly solved restricted problem (mu tiny), starts
@@ -778,7 +778,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                                 _add_class(i, k, yv, zv, sup, cnt, mu)
                                 added += 1
                 if added == 0 and nvar == 0:
-                    return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
+                    return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
                 if added > 0:
                     continue  # recompute the state (no iteration spent)
         n_iter += 1
@@ -848,7 +848,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 all_sum += row_sum
             M[r, r] += all_sum
         if not ok:
-            return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
+            return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
         # the Schur complement on the column sums: I + D^1/2 M D^1/2
         for a in range(K):
             dh[a] = math.sqrt(Dg[a])
@@ -862,7 +862,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             idx, rhs, c_vec, 1.0,
         )  # fmt: skip
         if not ap >= 0:
-            return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
+            return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
         mu_aff = 0.0
         for i in range(N):
             if cnt[i] < 2:
@@ -878,7 +878,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             dzv, idx, rhs, c_vec, tau,
         )  # fmt: skip
         if not ap >= 0:
-            return _unfinished(Y0, best_sup, best_cnt, best_yv, best_val, best_gap, n_iter, n_pass)
+            return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
         for i in range(N):
             if cnt[i] < 2:
                 continue
