@@ -452,16 +452,16 @@ def _chol_inverse(A, m, L, Li, G):
 
 
 @njit(cache=True, error_model="numpy")
-def _chol_solve(A, b):
-    """Solve A x = b for a symmetric positive definite A (dense Cholesky)."""
+def _chol_factor(A, L):
+    """Lower Cholesky factor of a symmetric positive definite A into ``L`` (dense). Returns
+    False when A is not positive definite."""
     n = A.shape[0]
-    L = np.zeros((n, n))
     for j in range(n):
         d = A[j, j]
         for p in range(j):
             d -= L[j, p] * L[j, p]
         if not d > 0:
-            return b, False
+            return False
         L[j, j] = math.sqrt(d)
         inv = 1.0 / L[j, j]
         for i in range(j + 1, n):
@@ -469,7 +469,13 @@ def _chol_solve(A, b):
             for p in range(j):
                 t -= L[i, p] * L[j, p]
             L[i, j] = t * inv
-    x = b.copy()
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _chol_apply(L, x):
+    """Solve ``L L' v = x`` in place, ``L`` from :func:`_chol_factor`."""
+    n = L.shape[0]
     for i in range(n):
         t = x[i]
         for p in range(i):
@@ -480,7 +486,6 @@ def _chol_solve(A, b):
         for p in range(i + 1, n):
             t -= L[p, i] * x[p]
         x[i] = t / L[i, i]
-    return x, True
 
 
 @njit(cache=True, error_model="numpy")
@@ -662,7 +667,6 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     Lw = np.zeros((K, K))
     Liw = np.zeros((K, K))
     G = np.zeros((K, K))
-    rhs = np.empty(K)
     M = np.zeros((K, K))
     c_vec = np.zeros(K)
     phi = np.zeros(K)
@@ -673,7 +677,11 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     dzv = np.zeros((N, W))
     cv = np.zeros((N, W))
     S = np.empty((K, K))
+    LS = np.zeros((K, K))  # its Cholesky factor
     dh = np.empty(K)
+    bv = np.empty((N, 0))
+    iy = np.empty((N, 0))
+    rb = np.empty((N, 0))
     # per-row inverses of the reduced blocks, stored flat
     goff = np.zeros(N + 1, dtype=np.int64)
     gbuf = np.zeros(1)
@@ -849,17 +857,40 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             M[r, r] += all_sum
         if not ok:
             return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
-        # the Schur complement on the column sums: I + D^1/2 M D^1/2
+        # the Schur complement on the column sums, I + D^1/2 M D^1/2, factored once for the
+        # predictor and the corrector (a slightly regularised system if rounding cost its
+        # definiteness)
         for a in range(K):
             dh[a] = math.sqrt(Dg[a])
         for a in range(K):
             for b in range(K):
                 S[a, b] = dh[a] * M[a, b] * dh[b]
             S[a, a] += 1.0
+        if not _chol_factor(S, LS):
+            big = 0.0
+            for k in range(K):
+                big = max(big, S[k, k])
+            for k in range(K):
+                S[k, k] += 1e-12 * big
+            if not _chol_factor(S, LS):
+                return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
+        # the entries' terms shared by both directions: sigma_k / x_i - phi_k and 1 / y
+        if bv.shape[1] != W:
+            bv = np.empty((N, W))
+            iy = np.empty((N, W))
+            rb = np.empty((N, W))
+        for i in range(N):
+            if cnt[i] < 2:
+                continue
+            ix = 1.0 / x[i]
+            for q in range(cnt[i]):
+                k = sup[i, q]
+                bv[i, q] = sigma[i, k] * ix - phi[k]
+                iy[i, q] = 1.0 / yv[i, q]
         # Mehrotra: affine-scaling predictor, then the centred, second-order corrected step
         ap, ad = _direction(
-            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, 0.0, cv, 0.0, dyv, dzv,
-            idx, rhs, c_vec, 1.0,
+            yv, zv, bv, iy, sup, cnt, basic, gbuf, goff, LS, dh, 0.0, cv, 0.0, dyv, dzv, rb,
+            idx, c_vec, 1.0,
         )  # fmt: skip
         if not ap >= 0:
             return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
@@ -874,8 +905,8 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         cen = min(max((mu_aff / mu) ** 3, 0.0), 1.0) if mu > 0 else 0.0
         tau = max(_TAU, 1.0 - mu)
         ap, ad = _direction(
-            sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, cen * mu, cv, 1.0, dyv,
-            dzv, idx, rhs, c_vec, tau,
+            yv, zv, bv, iy, sup, cnt, basic, gbuf, goff, LS, dh, cen * mu, cv, 1.0, dyv, dzv,
+            rb, idx, c_vec, tau,
         )  # fmt: skip
         if not ap >= 0:
             return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
@@ -893,83 +924,87 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
 
 @njit(cache=True, error_model="numpy")
 def _direction(
-    sigma, yv, zv, x, phi, sup, cnt, basic, gbuf, goff, S, dh, target, cv, corrected, dyv, dzv,
-    idx, rhs, c_vec, tau,
+    yv, zv, bv, iy, sup, cnt, basic, gbuf, goff, LS, dh, target, cv, corrected, dyv, dzv, rb,
+    idx, c_vec, tau,
 ):  # fmt: skip
-    """One interior-point direction given the factored rows (``gbuf``) and Schur matrix ``S``.
+    """One interior-point direction given the factored rows (``gbuf``) and the Cholesky factor
+    ``LS`` of the Schur matrix.
 
-    The complementarity target of entry ``(i, q)`` is ``target - cv[i, q]`` (Mehrotra's
-    second-order term when ``corrected > 0``; a float flag, as a bool constant would make numba
-    compile the function once per value). Writes ``dyv``, ``dzv``; returns the primal and
-    dual step lengths to ``tau`` of the way to the boundary (``(-1, -1)`` on a failure).
+    ``bv[i, q] = sigma_ik / x_i - phi_k`` and ``iy = 1 / yv`` are the entries' terms shared by
+    both directions of an iteration; ``rb`` holds each row's reduced right-hand side between
+    the two sweeps. The complementarity target of entry ``(i, q)`` is ``target - cv[i, q]``
+    (Mehrotra's second-order term when ``corrected > 0``; a float flag, as a bool constant
+    would make numba compile the function once per value). Writes ``dyv``, ``dzv``; returns
+    the primal and dual step lengths to ``tau`` of the way to the boundary (``(-1, -1)`` on a
+    failure).
     """
     N = yv.shape[0]
     K = c_vec.shape[0]
     for k in range(K):
         c_vec[k] = 0.0
+    # sweep 0: c = sum_i P_i' G_i rhs_i (each row's rhs kept in rb)
+    for i in range(N):
+        m = cnt[i]
+        if m < 2:
+            continue
+        rq = basic[i]
+        r = sup[i, rq]
+        tr = target - cv[i, rq] if corrected > 0.0 else target
+        rr = bv[i, rq] + tr * iy[i, rq]
+        n1 = 0
+        for q in range(m):
+            if q == rq:
+                continue
+            idx[n1] = sup[i, q]
+            tk = target - cv[i, q] if corrected > 0.0 else target
+            rb[i, n1] = bv[i, q] + tk * iy[i, q] - rr
+            n1 += 1
+        o = goff[i]
+        tot = 0.0
+        for p1 in range(n1):
+            v = 0.0
+            for p2 in range(n1):
+                v += gbuf[o + p1 * n1 + p2] * rb[i, p2]
+            tot += v
+            c_vec[idx[p1]] += v
+        c_vec[r] -= tot
+    for k in range(K):
+        c_vec[k] *= dh[k]
+    _chol_apply(LS, c_vec)
+    for k in range(K):
+        c_vec[k] *= dh[k]  # now p
+    # sweep 1: back substitution with p
     ap = 1.0
     ad = 1.0
-    for sweep in range(2):  # 0: c = sum_i P_i' G_i rhs_i ; 1: back substitution with p
-        if sweep == 1:
-            t, good = _chol_solve(S, dh * c_vec)
-            if not good:  # lost definiteness to rounding: a slightly regularised system
-                big = 0.0
-                for k in range(K):
-                    big = max(big, S[k, k])
-                for k in range(K):
-                    S[k, k] += 1e-12 * big
-                t, good = _chol_solve(S, dh * c_vec)
-            if not good:
+    for i in range(N):
+        m = cnt[i]
+        if m < 2:
+            continue
+        rq = basic[i]
+        pr = c_vec[sup[i, rq]]
+        o = goff[i]
+        n1 = m - 1
+        tot = 0.0
+        for p1 in range(n1):
+            v = 0.0
+            for p2 in range(n1):
+                q2 = p2 if p2 < rq else p2 + 1
+                v += gbuf[o + p1 * n1 + p2] * (rb[i, p2] - (c_vec[sup[i, q2]] - pr))
+            tot += v
+            dyv[i, p1 if p1 < rq else p1 + 1] = v
+        dyv[i, rq] = -tot
+        for q in range(m):
+            dy = dyv[i, q]
+            tk = target - cv[i, q] if corrected > 0.0 else target
+            z = zv[i, q]
+            dz = tk * iy[i, q] - z - z * dy * iy[i, q]
+            dzv[i, q] = dz
+            if not (math.isfinite(dy) and math.isfinite(dz)):
                 return -1.0, -1.0
-            p = dh * t
-        else:
-            p = np.zeros(K)
-        ap = 1.0
-        ad = 1.0
-        for i in range(N):
-            m = cnt[i]
-            if m < 2:
-                continue
-            rq = basic[i]
-            r = sup[i, rq]
-            xi = x[i]
-            tr = target - cv[i, rq] if corrected > 0.0 else target
-            rr = sigma[i, r] / xi - phi[r] + tr / yv[i, rq] - p[r]
-            n1 = 0
-            for q in range(m):
-                if q == rq:
-                    continue
-                k = sup[i, q]
-                idx[n1] = k
-                tk = target - cv[i, q] if corrected > 0.0 else target
-                rhs[n1] = (sigma[i, k] / xi - phi[k] + tk / yv[i, q] - p[k]) - rr
-                n1 += 1
-            o = goff[i]
-            tot = 0.0
-            for p1 in range(n1):
-                v = 0.0
-                for p2 in range(n1):
-                    v += gbuf[o + p1 * n1 + p2] * rhs[p2]
-                tot += v
-                if sweep == 0:
-                    c_vec[idx[p1]] += v
-                else:
-                    dyv[i, p1 if p1 < rq else p1 + 1] = v
-            if sweep == 0:
-                c_vec[r] -= tot
-                continue
-            dyv[i, rq] = -tot
-            for q in range(m):
-                dy = dyv[i, q]
-                tk = target - cv[i, q] if corrected > 0.0 else target
-                dz = (tk - yv[i, q] * zv[i, q] - zv[i, q] * dy) / yv[i, q]
-                dzv[i, q] = dz
-                if not (math.isfinite(dy) and math.isfinite(dz)):
-                    return -1.0, -1.0
-                if dy < 0:
-                    ap = min(ap, -tau * yv[i, q] / dy)
-                if dz < 0:
-                    ad = min(ad, -tau * zv[i, q] / dz)
+            if dy < 0:
+                ap = min(ap, -tau * yv[i, q] / dy)
+            if dz < 0:
+                ad = min(ad, -tau * z / dz)
     return ap, ad
 
 
