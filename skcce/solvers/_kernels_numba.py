@@ -24,7 +24,9 @@ What is here
   (:func:`certificate`) with the multiplier ``w(Y)`` of ``Problem.initial_w`` in
   :mod:`skcce.solvers._duality`: the same bound the torch path certifies with.
 * :func:`ipm_solve`: the exact solver. Column generation on the *primal*: each row keeps a
-  small support (the classes its best responses used, plus its best vertices); the restricted
+  small support (the classes its best responses used, plus up to 3 of its best vertices by
+  ``sigma_k exp(w_k)``: when ``lam <= N`` only those within a factor 0.2 of its best, as a
+  weaker fairness pull leaves most rows at one class); the restricted
   problem is solved by a primal-dual interior-point method whose Newton system, after
   eliminating every row (a block of the support's size), is one K x K positive definite system
   (the Schur complement on the column sums ``s``). The full certificate, with exact best
@@ -62,6 +64,7 @@ _EARLY = 3.0  # the first pricing is at iteration 0 when the warm start's gap >=
 _DENSE_ROWS = 0.5  # one pricing adding classes to more than this share of rows: full supports
 _WALK = 3  # steps of the envelope walk before a row's best response tries the candidate
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
+_NEAR = 0.2  # ... those within this factor of the row's best vertex (sigma exp(w)), if lam <= N
 _EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce.solvers._em)
 _CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as skcce.solvers)
 
@@ -593,6 +596,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     zv = np.zeros((N, W))
     score = np.empty(K)
     top = min(_TOP, K)
+    near = _NEAR if lam <= N else 0.0  # a strong pull mixes classes: every best vertex
     ew = _exp_w(w, allowed)
     psi0 = 0.0  # the dual at the warm start's multiplier, for the first pricing (below)
     for i in range(N):
@@ -605,13 +609,15 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             c = 2
         for k in range(K):
             score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
+        first = -1.0
         for _ in range(top):
             best = -1
             for k in range(K):
                 if score[k] > 0 and (best < 0 or score[k] > score[best]):
                     best = k
-            if best < 0:
+            if best < 0 or score[best] < near * first:
                 break
+            first = max(first, score[best])
             score[best] = -_INF
             dup = False
             for q in range(c):
