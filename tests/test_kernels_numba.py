@@ -248,6 +248,26 @@ def test_compiled_matches_torch_reference(name, lam, fairness, monkeypatch):
     assert value == pytest.approx(fast.objective, rel=1e-14)
 
 
+@pytest.mark.parametrize("fairness", ["reverse", "forward"])
+def test_compiled_start_matches_torch_start(fairness):
+    """The kernels' starting labels are the torch path's (start_point), in every branch: a
+    valid start passes through, an empty class of positive prior (reverse) mixes in the
+    prior, classes of zero prior (forward) are cleared and a row left empty starts at u."""
+    from skcce.solvers._common import start_point
+
+    u = np.array([0.4, 0.0, 0.3, 0.2, 0.1])
+    P = _realistic(12, 5, 0).numpy()
+    P[:, 3] = 0.0  # class 3 empty (reverse: mixed in)
+    P[0] = [0.0, 1.0, 0.0, 0.0, 0.0]  # only class 1, of zero prior (forward: row -> u)
+    P = P / P.sum(axis=1, keepdims=True)
+    for prior in (u, np.full(5, 0.2)):
+        problem = Problem(torch.from_numpy(P), 10.0, fairness, torch.from_numpy(prior), "collision")
+        want = start_point(problem, None).numpy()
+        got = kn._start(np.ascontiguousarray(P), prior, fairness == "forward")
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
+    assert kn._start(P, np.full(5, 0.2), True) is P  # nothing to change: no copy
+
+
 def test_prior_with_zeros_and_warm_start(monkeypatch):
     P = _realistic(250, 5, 4)
     prior = [0.4, 0.0, 0.3, 0.2, 0.1]

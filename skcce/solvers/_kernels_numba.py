@@ -1225,17 +1225,37 @@ def solve_collision_numba(
     return NumbaResult(Y, float(value), max(float(gap), 0.0), int(n_iter), bool(ok))
 
 
+@njit(cache=True, error_model="numpy")
 def _start(Y, u, forward):
-    """The torch path's starting labels (``skcce.solvers._common.start_point``)."""
-    active = u > 0
-    if forward:
-        if not active.all():
-            Y = np.where(active, Y, 0.0)
-            bad = Y.sum(axis=1, keepdims=True) <= 0
-            Y = np.where(bad, u, Y)
-            Y = Y / Y.sum(axis=1, keepdims=True)
-    else:
-        s = Y.sum(axis=0)
-        if ((s <= 0) & active).any():
-            Y = 0.999 * Y + 0.001 * u
-    return np.ascontiguousarray(Y)
+    """The torch path's starting labels (``skcce.solvers._common.start_point``): ``Y`` itself
+    when it is a valid start (C-contiguous float64, as the caller passes it)."""
+    N, K = Y.shape
+    if forward:  # the classes of zero prior get no mass; a row left with none starts at u
+        if (u > 0).all():
+            return Y
+        out = np.empty((N, K))
+        for i in range(N):
+            tot = 0.0
+            for k in range(K):
+                out[i, k] = Y[i, k] if u[k] > 0 else 0.0
+                tot += out[i, k]
+            if not tot > 0:
+                tot = 0.0
+                for k in range(K):
+                    out[i, k] = u[k]
+                    tot += u[k]
+            for k in range(K):
+                out[i, k] /= tot
+        return out
+    s = np.zeros(K)  # a class of positive prior with no mass at all: a little of u everywhere
+    for i in range(N):
+        for k in range(K):
+            s[k] += Y[i, k]
+    for k in range(K):
+        if u[k] > 0 and s[k] <= 0:
+            out = np.empty((N, K))
+            for i in range(N):
+                for q in range(K):
+                    out[i, q] = 0.999 * Y[i, q] + 0.001 * u[q]
+            return out
+    return Y
