@@ -332,14 +332,23 @@ def dual_value(psi_sum, w, u, lam, n, forward):
 def _certificate_into(sigma, Y, u, lam, forward, ba, bb, bya):
     """:func:`certificate`, also writing each row's best response ``(ba, bb, bya)``."""
     N, K = sigma.shape
-    allowed = np.ones(K, dtype=np.bool_)
-    if forward:
-        for k in range(K):
-            allowed[k] = u[k] > 0
     s = np.zeros(K)
     for i in range(N):
         for k in range(K):
             s[k] += Y[i, k]
+    q, w = _dual_at(sigma, s, u, lam, forward, ba, bb, bya)
+    return objective(sigma, Y, u, lam, forward), q, w
+
+
+@njit(cache=True, error_model="numpy")
+def _dual_at(sigma, s, u, lam, forward, ba, bb, bya):
+    """``(q(w), w)`` at the multiplier ``w = initial_w(s)`` of the column sums ``s``, writing
+    each row's best response ``(ba, bb, bya)``."""
+    N, K = sigma.shape
+    allowed = np.ones(K, dtype=np.bool_)
+    if forward:
+        for k in range(K):
+            allowed[k] = u[k] > 0
     w = initial_w(s, u, lam, N, forward)
     psi_sum = 0.0
     ew = _exp_w(w, allowed)
@@ -349,8 +358,7 @@ def _certificate_into(sigma, Y, u, lam, forward, ba, bb, bya):
         bb[i] = b
         bya[i] = ya
         psi_sum += psi
-    F = objective(sigma, Y, u, lam, forward)
-    return F, dual_value(psi_sum, w, u, lam, N, forward), w
+    return dual_value(psi_sum, w, u, lam, N, forward), w
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
@@ -390,10 +398,6 @@ def _certificate_sparse(sigma, sup, cnt, yv, u, lam, forward, ba, bb, bya, s):
     supports (the column sums and ``F`` cost O(N x support); the best responses, written to
     ``(ba, bb, bya)``, read all of ``sigma``). ``s`` is a work array of shape (K,)."""
     N, K = sigma.shape
-    allowed = np.ones(K, dtype=np.bool_)
-    if forward:
-        for k in range(K):
-            allowed[k] = u[k] > 0
     for k in range(K):
         s[k] = 0.0
     rows = 0.0
@@ -407,17 +411,8 @@ def _certificate_sparse(sigma, sup, cnt, yv, u, lam, forward, ba, bb, bya, s):
             x += y * sigma[i, sup[i, q]]
             s[sup[i, q]] += y
         rows -= math.log(x) if x > 0 else -_INF
-    F = rows + _phi(s, u, lam, N, forward)
-    w = initial_w(s, u, lam, N, forward)
-    psi_sum = 0.0
-    ew = _exp_w(w, allowed)
-    for i in range(N):
-        a, b, ya, psi = _br_row(sigma[i], ew, w, allowed)
-        ba[i] = a
-        bb[i] = b
-        bya[i] = ya
-        psi_sum += psi
-    return F, dual_value(psi_sum, w, u, lam, N, forward)
+    dual, _ = _dual_at(sigma, s, u, lam, forward, ba, bb, bya)
+    return rows + _phi(s, u, lam, N, forward), dual
 
 
 # ----- the interior-point column-generation solver ---------------------------------------------
