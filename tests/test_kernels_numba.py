@@ -422,13 +422,17 @@ def test_engine_private_path_reaches_the_kernels_when_enabled(enabled, monkeypat
     from skcce import CCEClustering
 
     calls = []
-    real = kn.solve_collision_numba
 
-    def spy(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
+    def spy(real):
+        def call(*args, **kwargs):
+            calls.append(1)
+            return real(*args, **kwargs)
 
-    monkeypatch.setattr(kn, "solve_collision_numba", spy)
+        return call
+
+    # one by one: the single entry; restarts trained together: the stacked entry
+    monkeypatch.setattr(kn, "solve_collision_numba", spy(kn.solve_collision_numba))
+    monkeypatch.setattr(kn, "ipm_solve_many", spy(kn.ipm_solve_many))
     monkeypatch.setattr(_compiled, "ENABLED", enabled)
     X = np.random.default_rng(0).normal(size=(60, 4))
     for verbose in (0, 1):  # restarts trained together (0) and one by one (1)
@@ -480,3 +484,30 @@ def test_late_pricing_recentres_the_row():
         iters.append(n_iter)
         passes.append(n_pass)
     assert np.mean(iters) <= 14 and np.mean(passes) <= 7.5, (np.mean(iters), np.mean(passes))
+
+
+def test_stacked_solves_equal_single_solves_in_any_chunking():
+    """solve_stack's default method: ranges of the stack solved in single compiled calls, on
+    a pool's threads, give each problem exactly the single solve's labels; a problem that does
+    not certify within max_iter comes back as None (the caller runs the torch path)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    probs = torch.stack([_realistic(60, 5, seed) for seed in range(5)])
+    kwargs = dict(lam=30.0, prior=None, fairness="reverse", loss="collision", method="newton")
+    single = [
+        kn.solve_collision_numba(
+            p.numpy(), 30.0, np.full(5, 0.2), "reverse", tol=1e-7, max_iter=100
+        )
+        for p in probs
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        for map_, n_chunks in [(map, 1), (map, 3), (pool.map, 2), (pool.map, 9)]:
+            results = _compiled.solve_stack(
+                probs, tol=1e-7, max_iter=100, map_=map_, n_chunks=n_chunks, **kwargs
+            )
+            for res, ref in zip(results, single, strict=True):
+                assert ref.certified and res.method == "newton"
+                np.testing.assert_array_equal(res.labels.numpy(), ref.labels)
+                assert (res.objective, res.gap, res.n_iter) == (ref.objective, ref.gap, ref.n_iter)
+    short = _compiled.solve_stack(probs, tol=1e-12, max_iter=1, **kwargs)
+    assert short == [None] * 5

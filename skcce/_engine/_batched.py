@@ -146,6 +146,7 @@ class _Batched:
             probs, lam=cfg.lam, prior=self.prior, fairness=cfg.fairness, loss=cfg.loss,
             method=cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter,
             map_=map if self.pool is None else self.pool.map,
+            n_chunks=1 if self.pool is None else cfg.solve_threads,
         )  # fmt: skip
         if results is None:
             results = [None] * len(probs)

@@ -18,6 +18,7 @@ walk, which reads the host inside its iterations). :data:`ENABLED` is the resolv
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -113,13 +114,16 @@ def solve(problem, method, init, *, tol, max_iter):
     return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
 
 
-def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map_=map):
+def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map_=map, n_chunks=1):
     """Compiled solves of ``R`` validated host problems at once (the batched restarts of
     :mod:`skcce._engine._batched`): one result per problem, None where the kernels do not
     certify (the caller then runs the torch path on that problem), or None for the whole
     stack when the compiled path does not apply.
 
-    The checks and conversions that :func:`solve` makes per problem are made once here.
+    The checks and conversions that :func:`solve` makes per problem are made once here. The
+    default method's problems are split into ``n_chunks`` contiguous ranges, each solved by one
+    call of the compiled :func:`~skcce.solvers._kernels_numba.ipm_solve_many` (no Python, and no
+    GIL, between the problems of a range).
 
     Parameters
     ----------
@@ -134,8 +138,10 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     tol : float
     max_iter : int or None
     map_ : callable, default=map
-        Maps a function over the problems (a thread pool's ``map``: the kernels release the
-        GIL).
+        Maps a function over the ranges (``"newton"``) or the problems (``"em"``): a thread
+        pool's ``map`` solves them on its threads (the kernels release the GIL).
+    n_chunks : int, default=1
+        Ranges of the stack for ``map_`` (the pool's thread count).
 
     Returns
     -------
@@ -156,6 +162,9 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
         return None
     u = np.full(k, 1.0 / k) if prior is None else prior.detach().double().cpu().numpy()
     cap = _DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
+    if method == "newton":
+        return _newton_stack(kn, np.ascontiguousarray(probs.numpy()), u, lam, fairness, tol,
+                             cap, map_, n_chunks)  # fmt: skip
 
     def one(sigma):
         out = kn.solve_collision_numba(
@@ -167,3 +176,32 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
         return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
 
     return list(map_(one, probs.numpy()))
+
+
+def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
+    """:func:`solve_stack` of the default method: ``n_chunks`` ranges, one compiled call each."""
+    n = len(sigmas)
+    Y = np.empty_like(sigmas)
+    value, gap = np.empty(n), np.empty(n)
+    n_iter, ok = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    bounds = np.linspace(0, n, max(1, min(int(n_chunks), n)) + 1).astype(int)
+    forward = fairness == "forward"
+
+    def chunk(lo_hi):
+        kn.ipm_solve_many(sigmas, u, float(lam), forward, float(tol), int(max_iter),
+                          int(lo_hi[0]), int(lo_hi[1]), Y, value, gap, n_iter, ok)  # fmt: skip
+
+    list(map_(chunk, zip(bounds[:-1], bounds[1:], strict=True)))
+    results = []
+    for r in range(n):
+        if not ok[r]:
+            results.append(None)
+            continue
+        g = float(gap[r])
+        g = math.inf if g != g else max(g, 0.0)
+        results.append(
+            PseudoLabelResult(
+                torch.from_numpy(Y[r]), float(value[r]), g, int(n_iter[r]), True, "newton"
+            )  # fmt: skip
+        )
+    return results
