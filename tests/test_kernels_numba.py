@@ -430,9 +430,9 @@ def test_engine_private_path_reaches_the_kernels_when_enabled(enabled, monkeypat
 
         return call
 
-    # one by one: the single entry; restarts trained together: the stacked entry
+    # one by one: the single entry; restarts trained together: the interior point itself
     monkeypatch.setattr(kn, "solve_collision_numba", spy(kn.solve_collision_numba))
-    monkeypatch.setattr(kn, "ipm_solve_many", spy(kn.ipm_solve_many))
+    monkeypatch.setattr(kn, "ipm_solve", spy(kn.ipm_solve))
     monkeypatch.setattr(_compiled, "ENABLED", enabled)
     X = np.random.default_rng(0).normal(size=(60, 4))
     for verbose in (0, 1):  # restarts trained together (0) and one by one (1)
@@ -487,8 +487,8 @@ def test_late_pricing_recentres_the_row():
 
 
 def test_stacked_solves_equal_single_solves_in_any_chunking():
-    """solve_stack's default method: ranges of the stack solved in single compiled calls, on
-    a pool's threads, give each problem exactly the single solve's labels; a problem that does
+    """solve_stack's default method: ranges of the stack solved on a pool's threads give each
+    problem exactly the single solve's labels; a problem that does
     not certify within max_iter comes back as None (the caller runs the torch path)."""
     from concurrent.futures import ThreadPoolExecutor
 

@@ -121,9 +121,10 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     stack when the compiled path does not apply.
 
     The checks and conversions that :func:`solve` makes per problem are made once here. The
-    default method's problems are split into ``n_chunks`` contiguous ranges, each solved by one
-    call of the compiled :func:`~skcce.solvers._kernels_numba.ipm_solve_many` (no Python, and no
-    GIL, between the problems of a range).
+    default method's problems are split into ``n_chunks`` contiguous ranges, one task of
+    ``map_`` each, whose problems go straight to the compiled
+    :func:`~skcce.solvers._kernels_numba.ipm_solve` (a range costs a thread pool one task, and
+    holds the GIL only between its problems).
 
     Parameters
     ----------
@@ -186,10 +187,13 @@ def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
     n_iter, ok = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     bounds = np.linspace(0, n, max(1, min(int(n_chunks), n)) + 1).astype(int)
     forward = fairness == "forward"
+    lam, tol, max_iter = float(lam), float(tol), int(max_iter)
 
-    def chunk(lo_hi):
-        kn.ipm_solve_many(sigmas, u, float(lam), forward, float(tol), int(max_iter),
-                          int(lo_hi[0]), int(lo_hi[1]), Y, value, gap, n_iter, ok)  # fmt: skip
+    def chunk(lo_hi):  # the kernels release the GIL: ranges solve on several threads
+        for r in range(*lo_hi):
+            out = kn.ipm_solve(sigmas[r], u, lam, forward, kn._start(sigmas[r], u, forward),
+                               tol, max_iter)  # fmt: skip
+            Y[r], value[r], gap[r], n_iter[r], ok[r] = out[:5]
 
     list(map_(chunk, zip(bounds[:-1], bounds[1:], strict=True)))
     results = []

@@ -39,8 +39,6 @@ What is here
   every row's best response the gap is zero, so the loop ends certified.
   Ties between a row's classes, exact zeros in ``sigma``, K = 2 and large ``lam`` (an LP-like
   dual) need no special case: the optimum mixes classes inside a row where it must.
-* :func:`ipm_solve_many`: :func:`ipm_solve` over a range of a stack of problems in one call
-  (the batched restarts: no Python between the problems, no GIL).
 * :func:`em_solve`: the paper's EM (Algorithm 1's inner loop: E-step and the exact M-step of
   Theorem 1 / section 3 by safeguarded Newton on the scalar ``x``), with the torch path's
   certification schedule, for EM-vs-Newton comparisons between equally compiled code.
@@ -923,22 +921,6 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     yv[i, q] = 1e-300
                 if not zv[i, q] > 0:
                     zv[i, q] = 1e-300
-
-
-@njit(cache=True, error_model="numpy", nogil=True)
-def ipm_solve_many(sigmas, u, lam, forward, tol, max_iter, lo, hi, Y, value, gap, n_iter, ok):
-    """:func:`ipm_solve` of the problems ``lo .. hi - 1`` of a stack, each from its own start
-    (:func:`_start` of its ``sigma``), in one call without the GIL: problem ``r``'s labels,
-    objective, gap, iterations and certified flag go to ``Y[r]``, ``value[r]``, ``gap[r]``,
-    ``n_iter[r]`` and ``ok[r]``. Threads may solve disjoint ranges of one stack at once."""
-    for r in range(lo, hi):
-        sigma = sigmas[r]
-        out = ipm_solve(sigma, u, lam, forward, _start(sigma, u, forward), tol, max_iter)
-        Y[r, :, :] = out[0]
-        value[r] = out[1]
-        gap[r] = out[2]
-        n_iter[r] = out[3]
-        ok[r] = out[4]
 
 
 @njit(cache=True, error_model="numpy")
