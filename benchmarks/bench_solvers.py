@@ -16,7 +16,7 @@ threaded and best of ``--repeat`` runs:
 each asked for a certified relative gap of 1e-6. "passes" counts passes over the data: Newton
 best-response evaluations (torch path), iterations of the compiled interior point, EM or PGD
 iterations, interior-point iterations of Clarabel. The hard cases of issue 14 (exact ties
-between a row's leading classes, exact zeros in sigma, K = 2, lambda = 1 and 1e4 with N = 250)
+between a row's leading classes, exact zeros in sigma, K = 2, lambda from 1 to 1e4 with N = 250)
 have their own rows. Times are single threaded (``--threads 1``, the default) unless
 ``--threads 0`` (torch's default thread count); the "threads" table compares both.
 "rel. to conic" is ``(F - F_conic) / max(|F_conic|, 1)`` (negative: better than the conic solver).
@@ -310,9 +310,9 @@ def main():
         configs.append((4096, 100, 100.0))
     rows = bench(configs, ["realistic", "random"], args.repeat, args.conic_limit)
     hard_rows = []
-    for lam in (1.0, 100.0, 1e4):
+    for lam in (1.0, 100.0, 1e3, 1e4):
         hard_rows += bench([(250, 10, lam)], ["ties", "zeros"], args.repeat, args.conic_limit, True)
-    for lam in (1.0, 1e4):
+    for lam in (1.0, 1e3, 2.5e3, 1e4):
         hard_rows += bench([(250, 10, lam)], ["random"], args.repeat, args.conic_limit, True)
     for lam in (1.0, 100.0, 1e4):
         hard_rows += bench([(250, 2, lam)], ["random"], args.repeat, args.conic_limit, True)

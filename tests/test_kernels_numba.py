@@ -470,6 +470,23 @@ def test_large_lam_prices_every_class_at_once(make):
         assert n_pass <= 8, (seed, n_iter, n_pass)
 
 
+def test_very_large_lam_starts_every_row_with_every_class():
+    """Above lam = 8 N every row starts with every class: at lam = 2500 (N = 250) the sparse
+    start took 15-62 iterations plus passes (mean 31.6 over these 8 problems); the dense start
+    takes 9-14."""
+    u = np.full(10, 0.1)
+    counts = []
+    for seed in range(4):
+        for make in (_random, _realistic):
+            P = make(250, 10, seed).numpy()
+            Y, value, gap, n_iter, ok, n_pass = kn.ipm_solve(
+                P, u, 2500.0, False, kn._start(P, u, False), 1e-6, 1000
+            )
+            assert ok and gap <= 1e-6 * abs(value)
+            counts.append(n_iter + n_pass)
+    assert max(counts) <= 20 and np.mean(counts) <= 14, counts
+
+
 def test_late_pricing_recentres_the_row():
     """A class priced in at a nearly solved restricted problem re-centres its row. Small
     batches (an epoch's last, 47 rows) at lam = 100 price late often: over 30 of them the

@@ -35,8 +35,9 @@ What is here
   restricted problem is solved but the certificate is not, the classes of the rows' best
   responses are added (pricing) and the interior-point iteration continues. When one pricing
   adds classes to most rows (a large ``lam``, whose optimum mixes many classes in every row),
-  every row gets every allowed class at once. At a restricted optimum whose supports contain
-  every row's best response the gap is zero, so the loop ends certified.
+  every row gets every allowed class at once; above ``lam = 8 N`` every row starts with them.
+  At a restricted optimum whose supports contain every row's best response the gap is zero,
+  so the loop ends certified.
   Ties between a row's classes, exact zeros in ``sigma``, K = 2 and large ``lam`` (an LP-like
   dual) need no special case: the optimum mixes classes inside a row where it must.
 * :func:`em_solve`: the paper's EM (Algorithm 1's inner loop: E-step and the exact M-step of
@@ -61,6 +62,7 @@ _REG = 1e-8  # primal regularisation of each row's reduced block
 _WIDTH = 8  # first capacity of a row's support (grows by doubling when pricing needs it)
 _PRICE_EVERY = 8  # the certificate (and pricing) at least every this many iterations
 _EARLY = 3.0  # the first pricing is at iteration 0 when the warm start's gap >= this x yz
+_DENSE_LAM = 8.0  # lam above this x N: every row starts with every allowed class
 _DENSE_ROWS = 0.5  # one pricing adding classes to more than this share of rows: full supports
 _WALK = 3  # steps of the envelope walk before a row's best response tries the candidate
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
@@ -622,6 +624,17 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 sup[i, c] = best
                 c += 1
         cnt[i] = c
+    if lam > _DENSE_LAM * N:  # a strong pull mixes many classes in every row: all of them
+        if W < K:
+            W = K
+            sup = _widen(sup, W)
+            yv = _widen(yv, W)
+            zv = _widen(zv, W)
+        for i in range(N):
+            for k in range(K):
+                if allowed[k] and not _has(sup, cnt, i, k):
+                    sup[i, cnt[i]] = k
+                    cnt[i] += 1
     # every active class must receive mass (else KL(u||ybar) is infinite / its gradient is)
     covered = np.zeros(K, dtype=np.bool_)
     for i in range(N):
