@@ -419,21 +419,30 @@ def _certificate_sparse(sigma, sup, cnt, yv, u, lam, forward, ba, bb, bya, s):
 
 # ----- the interior-point column-generation solver ---------------------------------------------
 @njit(cache=True, error_model="numpy")
-def _chol_inverse(A, m, L, Li, G):
-    """G = inverse of the leading m x m block of a symmetric positive definite A (Cholesky;
-    ``L``, ``Li`` are work arrays). Returns False when A is not positive definite."""
-    for j in range(m):
+def _chol_factor(A, L, n):
+    """Lower Cholesky factor of the leading n x n block of a symmetric positive definite A
+    into ``L``. Returns False when that block is not positive definite."""
+    for j in range(n):
         d = A[j, j]
         for p in range(j):
             d -= L[j, p] * L[j, p]
         if not d > 0:
             return False
         L[j, j] = math.sqrt(d)
-        for i in range(j + 1, m):
+        for i in range(j + 1, n):
             t = A[i, j]
             for p in range(j):
                 t -= L[i, p] * L[j, p]
             L[i, j] = t / L[j, j]
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _chol_inverse(A, m, L, Li, G):
+    """G = inverse of the leading m x m block of a symmetric positive definite A (Cholesky;
+    ``L``, ``Li`` are work arrays). Returns False when A is not positive definite."""
+    if not _chol_factor(A, L, m):
+        return False
     for j in range(m):  # Li = L^-1 (lower triangular)
         Li[j, j] = 1.0 / L[j, j]
         for i in range(j + 1, m):
@@ -448,27 +457,6 @@ def _chol_inverse(A, m, L, Li, G):
                 t += Li[p, i] * Li[p, j]
             G[i, j] = t
             G[j, i] = t
-    return True
-
-
-@njit(cache=True, error_model="numpy")
-def _chol_factor(A, L):
-    """Lower Cholesky factor of a symmetric positive definite A into ``L`` (dense). Returns
-    False when A is not positive definite."""
-    n = A.shape[0]
-    for j in range(n):
-        d = A[j, j]
-        for p in range(j):
-            d -= L[j, p] * L[j, p]
-        if not d > 0:
-            return False
-        L[j, j] = math.sqrt(d)
-        inv = 1.0 / L[j, j]
-        for i in range(j + 1, n):
-            t = A[i, j]
-            for p in range(j):
-                t -= L[i, p] * L[j, p]
-            L[i, j] = t * inv
     return True
 
 
@@ -880,13 +868,13 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             for b in range(K):
                 S[a, b] = dh[a] * M[a, b] * dh[b]
             S[a, a] += 1.0
-        if not _chol_factor(S, LS):
+        if not _chol_factor(S, LS, K):
             big = 0.0
             for k in range(K):
                 big = max(big, S[k, k])
             for k in range(K):
                 S[k, k] += 1e-12 * big
-            if not _chol_factor(S, LS):
+            if not _chol_factor(S, LS, K):
                 return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
         # the entries' terms shared by both directions: sigma_k / x_i - phi_k and 1 / y
         if bv.shape[1] != W:
@@ -998,12 +986,13 @@ def _direction(
         pr = c_vec[sup[i, rq]]
         o = goff[i]
         n1 = m - 1
+        for p2 in range(n1):  # the right-hand side with p (rb is not needed after this)
+            rb[i, p2] -= c_vec[sup[i, p2 if p2 < rq else p2 + 1]] - pr
         tot = 0.0
         for p1 in range(n1):
             v = 0.0
             for p2 in range(n1):
-                q2 = p2 if p2 < rq else p2 + 1
-                v += gbuf[o + p1 * n1 + p2] * (rb[i, p2] - (c_vec[sup[i, q2]] - pr))
+                v += gbuf[o + p1 * n1 + p2] * rb[i, p2]
             tot += v
             dyv[i, p1 if p1 < rq else p1 + 1] = v
         dyv[i, rq] = -tot
