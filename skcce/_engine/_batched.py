@@ -29,7 +29,7 @@ which skips a diverged restart as before.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 import torch
@@ -83,6 +83,44 @@ class StackedHeads(nn.Module):
             "weight": self.weight[r].detach().to("cpu", copy=True),
             "bias": self.bias[r].detach().to("cpu", copy=True),
         }
+
+
+def _joined_map(pool):
+    """A ``map`` over ``pool`` that the calling thread joins: it runs the first item itself
+    (instead of waiting idle for the pool) and the pool's threads run the others.
+
+    Every submitted item has finished when the map returns or raises, so no thread still
+    writes into the caller's arrays afterwards.
+
+    Parameters
+    ----------
+    pool : concurrent.futures.Executor
+
+    Returns
+    -------
+    map_ : callable
+        ``map_(fn, items)`` -> list of ``fn(item)`` in the order of ``items``.
+
+    Examples
+    --------
+    >>> from concurrent.futures import ThreadPoolExecutor, wait
+    >>> with ThreadPoolExecutor(1) as pool:
+    ...     _joined_map(pool)(lambda x: x * x, range(4))
+    [0, 1, 4, 9]
+    """
+
+    def map_(fn, items):
+        items = list(items)
+        if not items:
+            return []
+        futures = [pool.submit(fn, item) for item in items[1:]]
+        try:
+            first = fn(items[0])
+        finally:
+            wait(futures)
+        return [first, *(future.result() for future in futures)]
+
+    return map_
 
 
 class _Batched:
@@ -145,7 +183,7 @@ class _Batched:
         results = _compiled.solve_stack(
             probs, lam=cfg.lam, prior=self.prior, fairness=cfg.fairness, loss=cfg.loss,
             method=cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter,
-            map_=map if self.pool is None else self.pool.map,
+            map_=map if self.pool is None else _joined_map(self.pool),
             n_chunks=1 if self.pool is None else cfg.solve_threads,
         )  # fmt: skip
         if results is None:
@@ -282,7 +320,8 @@ def run_batched(X, prepared, cfg, build, seeds, runs, *, callbacks=()):
         raise TypeError("batched restarts need the built-in linear head")
     heads = StackedHeads(modules).to(cfg.device)
     n_threads = min(len(runs), cfg.solve_threads)
-    pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
+    # the calling thread solves too (_joined_map): the pool holds the other threads
+    pool = ThreadPoolExecutor(n_threads - 1) if n_threads > 1 else None
     try:
         return _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool)
     finally:

@@ -18,6 +18,7 @@ walk, which reads the host inside its iterations). :data:`ENABLED` is the resolv
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 
@@ -121,10 +122,10 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     stack when the compiled path does not apply.
 
     The checks and conversions that :func:`solve` makes per problem are made once here. The
-    default method's problems are split into ``n_chunks`` contiguous ranges, one task of
-    ``map_`` each, whose problems go straight to the compiled
-    :func:`~skcce.solvers._kernels_numba.ipm_solve` (a range costs a thread pool one task, and
-    holds the GIL only between its problems).
+    default method's problems go straight to the compiled
+    :func:`~skcce.solvers._kernels_numba.ipm_solve` from ``n_chunks`` workers, one task of
+    ``map_`` each, that take the next unsolved problem until none is left (a worker costs a
+    thread pool one task, and holds the GIL only between its problems).
 
     Parameters
     ----------
@@ -139,10 +140,11 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     tol : float
     max_iter : int or None
     map_ : callable, default=map
-        Maps a function over the ranges (``"newton"``) or the problems (``"em"``): a thread
+        Maps a function over the workers (``"newton"``) or the problems (``"em"``): a thread
         pool's ``map`` solves them on its threads (the kernels release the GIL).
     n_chunks : int, default=1
-        Ranges of the stack for ``map_`` (the pool's thread count).
+        Workers of the default method (the pool's thread count). Each problem's result is
+        the same whichever worker solves it.
 
     Returns
     -------
@@ -180,22 +182,24 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
 
 
 def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
-    """:func:`solve_stack` of the default method: ``n_chunks`` ranges, one compiled call each."""
+    """:func:`solve_stack` of the default method: ``n_chunks`` workers (one ``map_`` task
+    each) take the problems in turn from a shared counter, so a worker that drew fast
+    problems takes more of them (no worker idles while another still holds a fixed range)."""
     n = len(sigmas)
     Y = np.empty_like(sigmas)
     value, gap = np.empty(n), np.empty(n)
     n_iter, ok = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
-    bounds = np.linspace(0, n, max(1, min(int(n_chunks), n)) + 1).astype(int)
     forward = fairness == "forward"
     lam, tol, max_iter = float(lam), float(tol), int(max_iter)
+    turn = itertools.count()  # next() is atomic under the GIL: each problem is taken once
 
-    def chunk(lo_hi):  # the kernels release the GIL: ranges solve on several threads
-        for r in range(*lo_hi):
+    def worker(_):  # the kernels release the GIL: workers solve on several threads
+        while (r := next(turn)) < n:
             out = kn.ipm_solve(sigmas[r], u, lam, forward, kn._start(sigmas[r], u, forward),
                                tol, max_iter)  # fmt: skip
             Y[r], value[r], gap[r], n_iter[r], ok[r] = out[:5]
 
-    list(map_(chunk, zip(bounds[:-1], bounds[1:], strict=True)))
+    list(map_(worker, range(max(1, min(int(n_chunks), n)))))
     results = []
     for r in range(n):
         if not ok[r]:
