@@ -110,6 +110,29 @@ def test_solves_on_threads_equal_solves_in_turn(data):
         torch.testing.assert_close(a.labels, b.labels, rtol=0, atol=0)
 
 
+def test_joined_map_waits_for_every_item_when_the_callers_item_raises():
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    done, lock = [], threading.Lock()
+
+    def work(i):
+        if i == 0:  # the caller's own item fails at once
+            raise RuntimeError("item 0 failed")
+        time.sleep(0.05)
+        with lock:
+            done.append(i)
+        return i
+
+    with ThreadPoolExecutor(2) as pool:
+        with pytest.raises(RuntimeError, match="item 0 failed"):
+            _batched._joined_map(pool)(work, range(4))
+        assert sorted(done) == [1, 2, 3]  # nothing still running after the raise
+        assert _batched._joined_map(pool)(lambda i: 10 * i, range(5)) == [0, 10, 20, 30, 40]
+        assert _batched._joined_map(pool)(work, []) == []
+
+
 def test_interrupting_batched_restarts_keeps_their_completed_epochs(data, monkeypatch):
     params = dict(n_clusters=4, n_init=3, batch_size=64, random_state=1)
     real, steps = _batched._Batched.step, []
