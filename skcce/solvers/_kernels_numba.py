@@ -154,18 +154,21 @@ def _br_walk(s, wm, allowed, max_steps):
         wv = wm[v]
         if not sv > 0.0:
             return v, v, 1.0, _INF, True
+        inv = 1.0 / sv
         j = -1
         rho = _INF
         for k in range(K):
             if not allowed[k]:
                 continue
             sk = s[k]
-            if sk < sv:
+            # v loses to a mix with k iff 1/sv + (wv - wk)/(sv - sk) < 0, i.e. (times
+            # sv - sk > 0) wk - wv > 1 - sk/sv: only such k need their slope (a division)
+            if sk < sv and wm[k] - wv > 1.0 - sk * inv:
                 r = (wv - wm[k]) / (sv - sk)
                 if r < rho or (r == rho and j >= 0 and sk < s[j]):
                     rho = r
                     j = k
-        if j < 0 or 1.0 / sv + rho >= 0.0:
+        if j < 0 or inv + rho >= 0.0:
             return v, v, 1.0, -math.log(sv) - wv, True
         xs = -1.0 / rho
         sj = s[j]
@@ -841,7 +844,22 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 # (+ _REG: a row whose classes tie has no curvature of its own; as z -> 0 on
                 # an interior optimum its block would become singular)
                 B[p1, p1] += zv[i, q] / yv[i, q] + _REG
-            if not _chol_inverse(B, n1, Lw, Liw, G):
+            if n1 == 1:  # the common small blocks (2 or 3 classes a row) in closed form
+                if not B[0, 0] > 0:
+                    ok = False
+                    break
+                G[0, 0] = 1.0 / B[0, 0]
+            elif n1 == 2:
+                det = B[0, 0] * B[1, 1] - B[0, 1] * B[0, 1]
+                if not (B[0, 0] > 0 and det > 0):
+                    ok = False
+                    break
+                idet = 1.0 / det
+                G[0, 0] = B[1, 1] * idet
+                G[1, 1] = B[0, 0] * idet
+                G[0, 1] = -B[0, 1] * idet
+                G[1, 0] = G[0, 1]
+            elif not _chol_inverse(B, n1, Lw, Liw, G):
                 ok = False
                 break
             o = goff[i]
