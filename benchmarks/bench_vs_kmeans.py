@@ -95,6 +95,35 @@ def _with_solver_share(name, make, X, y, seeds):
     return row
 
 
+def _in_turn(makes, X, y, seeds):
+    """Rows of :func:`_with_solver_share` for ``makes`` (name -> ``make(seed)``), fitted in
+    turn seed by seed, the order alternating from one seed to the next: a drift of the
+    machine's speed during the run (other work on a shared host) then lands on every row
+    alike, which matters for the default-thread row and its 1-thread twin."""
+    parts = {name: [] for name in makes}
+    for i, seed in enumerate(seeds):
+        for name in list(makes)[:: 1 if i % 2 == 0 else -1]:
+            parts[name].append(_with_solver_share(name, makes[name], X, y, [seed]))
+    merged = []
+    for name, rows in parts.items():
+        accs = [a for r in rows for a in r["accs"]]
+        times = [r["time"] for r in rows]
+        merged.append(
+            {
+                "name": name,
+                "acc": float(np.mean(accs)),
+                "acc_std": float(np.std(accs)),
+                "accs": accs,
+                "nmi": float(np.mean([r["nmi"] for r in rows])),
+                "ari": float(np.mean([r["ari"] for r in rows])),
+                "time": float(np.mean(times)),
+                "min_cluster": min(r["min_cluster"] for r in rows),
+                "solver_share": sum(r["solver_share"] * r["time"] for r in rows) / sum(times),
+            }
+        )
+    return merged
+
+
 class _OneThread:
     """An estimator whose ``fit_predict`` runs under ``torch.set_num_threads(1)`` (the
     caller's choice), restored afterwards: the 1-thread twin of a default-thread row."""
@@ -118,24 +147,14 @@ def run(name, X, y, seeds, gmm_covariance, device="auto", twin=True):
     # short fit on the same data first
     CCEClustering(n_clusters=k, n_init=1, max_epochs=1, random_state=0, device=device).fit(X)
     label = "CCEClustering" + (f'(device="{device}")' if device != "auto" else "")
-    default = _with_solver_share(
-        label + ", torch's default threads",
-        lambda s: CCEClustering(n_clusters=k, random_state=s, device=device),
-        X,
-        y,
-        seeds,
-    )
-    twin_rows = []
+    makes = {label + ", torch's default threads": lambda s: CCEClustering(
+        n_clusters=k, random_state=s, device=device
+    )}  # fmt: skip
     if twin:
-        twin_rows.append(
-            _with_solver_share(
-                label + ", caller's torch.set_num_threads(1)",
-                lambda s: _OneThread(CCEClustering(n_clusters=k, random_state=s, device=device)),
-                X,
-                y,
-                seeds,
-            )
+        makes[label + ", caller's torch.set_num_threads(1)"] = lambda s: _OneThread(
+            CCEClustering(n_clusters=k, random_state=s, device=device)
         )
+    default, *twin_rows = _in_turn(makes, X, y, seeds)
     with _InitTimer() as timer:
         kmeans_head = _with_solver_share(
             'CCEClustering(init="kmeans")',
@@ -234,9 +253,11 @@ def main(argv=None):
             "KMeans(n_init=10) in the same run; *smallest cluster* is the smallest cluster "
             "size over all seeds (0 = a collapsed seed); *solver share* is the time of the "
             "pseudo-label solves over the fit time. With `--threads default` nothing sets "
-            "torch's thread count (what a user gets; CCEClustering's `n_threads=\"auto\"` then "
+            "torch's thread count (what a user gets; CCEClustering's `n_threads=None` then "
             "scopes its own choice to the fit), and the default row has a twin whose caller "
-            "set `torch.set_num_threads(1)` around the fit.",
+            "set `torch.set_num_threads(1)` around the fit; the two rows are fitted in turn, "
+            "seed by seed, in alternating order, so that a drift of the shared machine's "
+            "speed during the run lands on both.",
             "",
             *parts,
         ]
