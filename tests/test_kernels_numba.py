@@ -503,6 +503,35 @@ def test_late_pricing_recentres_the_row():
     assert np.mean(iters) <= 14 and np.mean(passes) <= 7.5, (np.mean(iters), np.mean(passes))
 
 
+def test_rows_whose_scores_underflow_start_on_a_class_they_can_take(monkeypatch):
+    # class 2 has almost no mass in any row, so the first multiplier of class 2 is about
+    # lam / (3 * 1e-3) and exp(w - max w) underflows to 0 for classes 0 and 1: rows with
+    # sigma_2 = 0 have no vertex of positive score. Their first support must be a class of
+    # positive sigma (here class 1; class 0 has sigma 0 in them), never a zero of sigma.
+    n = 60
+    P = torch.zeros(n, 3, dtype=D)
+    P[: n // 3] = torch.tensor([0.0, 1.0, 0.0], dtype=D)
+    P[n // 3 : 2 * n // 3] = torch.tensor([0.6, 0.4, 0.0], dtype=D)
+    P[2 * n // 3 :] = torch.tensor([0.3, 0.7 - 1e-13, 1e-13], dtype=D)
+    lam = float(n)  # lam <= N: the start from the best vertices
+    w = kn.initial_w(P.sum(dim=0).numpy(), np.full(3, 1 / 3), lam, n, False)
+    ew = kn._exp_w(w, np.ones(3, dtype=np.bool_))
+    assert ew[0] == 0.0 and ew[1] == 0.0  # the case under test
+    calls = []
+    real = kn.solve_collision_numba
+    monkeypatch.setattr(
+        kn, "solve_collision_numba", lambda *a, **k: calls.append(real(*a, **k)) or calls[-1]
+    )
+    fast, ref = _both(P, lam, monkeypatch, tol=1e-7, max_iter=100)
+    assert len(calls) == 1 and calls[0].certified  # the compiled path answered, certified
+    assert fast.converged and math.isfinite(fast.objective)
+    assert bool(torch.isfinite(fast.labels).all())
+    scale = max(abs(ref.objective), 1.0)
+    assert fast.objective - ref.objective <= fast.gap + 1e-12 * scale
+    if ref.converged:
+        assert ref.objective - fast.objective <= ref.gap + 1e-12 * scale
+
+
 def test_stacked_solves_equal_single_solves_in_any_chunking():
     """solve_stack's default method: ranges of the stack solved on a pool's threads give each
     problem exactly the single solve's labels; a problem that does

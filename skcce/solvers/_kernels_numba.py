@@ -571,7 +571,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         for k in range(K):
             allowed[k] = u[k] > 0
     act = u > 0
-    # --- initial supports: best response at the warm start's multiplier + best vertices ---------
+    # --- initial supports: best vertices at the warm start's multiplier (+ best response) ------
     s = np.zeros(K)
     for i in range(N):
         for k in range(K):
@@ -586,17 +586,30 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     top = min(_TOP, K)
     near = _NEAR if lam <= N else 0.0  # a strong pull mixes classes: every best vertex
     ew = _exp_w(w, allowed)
-    psi0 = 0.0  # the dual at the warm start's multiplier, for the first pricing (below)
+    # psi0: the row minima at the warm start's multiplier, for the dual value that decides the
+    # first pricing (below). With lam <= N a row starts from its best vertices only: the walk
+    # to its exact best response is skipped, and the value at its best vertex (an upper bound
+    # on the row minimum) stands in for it. That value only steers the first pricing; every
+    # certificate computes the exact best responses.
+    psi0 = 0.0
     for i in range(N):
-        a, b, ya, psi = _br_row(sigma[i], ew, w, allowed)
-        psi0 += psi
-        c = 1
-        sup[i, 0] = a
-        if ya < 1.0 and b != a:
-            sup[i, 1] = b
-            c = 2
+        c = 0
+        if near == 0.0:  # the exact best response (a vertex or an edge) is in the support
+            a, b, ya, psi = _br_row(sigma[i], ew, w, allowed)
+            psi0 += psi
+            c = 1
+            sup[i, 0] = a
+            if ya < 1.0 and b != a:
+                sup[i, 1] = b
+                c = 2
         for k in range(K):
             score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
+        if near > 0.0:
+            a = 0
+            for k in range(1, K):
+                if score[k] > score[a]:
+                    a = k
+            psi0 += -math.log(sigma[i, a]) - w[a] if sigma[i, a] > 0 else _INF
         first = -1.0
         for _ in range(top):
             best = -1
@@ -614,6 +627,11 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             if not dup:
                 sup[i, c] = best
                 c += 1
+        if c == 0:  # every score underflowed to 0: the row's largest allowed sigma
+            for k in range(K):
+                if allowed[k] and (c == 0 or sigma[i, k] > sigma[i, sup[i, 0]]):
+                    sup[i, 0] = k
+                    c = 1
         cnt[i] = c
     if lam > _DENSE_LAM * N:  # a strong pull mixes many classes in every row: all of them
         if W < K:
