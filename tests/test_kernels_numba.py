@@ -470,6 +470,23 @@ def test_large_lam_prices_every_class_at_once(make):
         assert n_pass <= 8, (seed, n_iter, n_pass)
 
 
+def test_dense_pricing_restarts_the_interior_point():
+    """Ties at lam = 1e3 (4 N): the first pricing gives every row every class, and the
+    interior point restarts from a centred point on the full supports. Over these 6 problems
+    that takes 11-18 iterations plus passes (mean 15.0); keeping the iterate, with the new
+    classes at their small first mass, took 14-20 (mean 17.0)."""
+    u = np.full(10, 0.1)
+    counts = []
+    for seed in range(6):
+        P = _ties(250, 10, seed).numpy()
+        Y, value, gap, n_iter, ok, n_pass = kn.ipm_solve(
+            P, u, 1e3, False, kn._start(P, u, False), 1e-6, 1000
+        )
+        assert ok and gap <= 1e-6 * abs(value)
+        counts.append(n_iter + n_pass)
+    assert np.mean(counts) <= 15.5 and max(counts) <= 18, counts
+
+
 def test_very_large_lam_starts_every_row_with_every_class():
     """Above lam = 8 N every row starts with every class: at lam = 2500 (N = 250) the sparse
     start took 15-62 iterations plus passes (mean 31.6 over these 8 problems); the dense start

@@ -808,6 +808,19 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                             if allowed[k] and not _has(sup, cnt, i, k):
                                 _add_class(i, k, yv, zv, sup, cnt, mu)
                                 added += 1
+                    # and a fresh interior start on them (as at the start, centred at the
+                    # gap's complementarity): the iterate with its new classes at _EPS_NEW
+                    # started far from the central path (ties at lam = 4N: 18 -> 16
+                    # iterations and passes, 3.9 -> 3.2 ms)
+                    for i in range(N):
+                        c = cnt[i]
+                        tot = 0.0
+                        for q in range(c):
+                            tot += Y0[i, sup[i, q]]
+                        for q in range(c):
+                            base = Y0[i, sup[i, q]] / tot if tot > 0 else 1.0 / c
+                            yv[i, q] = 0.5 * base + 0.5 / c
+                            zv[i, q] = mu_new / yv[i, q] if c > 1 else 0.0
                 if added == 0 and nvar == 0:
                     return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
                 if added > 0:
