@@ -103,7 +103,7 @@ def _joined_map(pool):
 
     Examples
     --------
-    >>> from concurrent.futures import ThreadPoolExecutor, wait
+    >>> from concurrent.futures import ThreadPoolExecutor
     >>> with ThreadPoolExecutor(1) as pool:
     ...     _joined_map(pool)(lambda x: x * x, range(4))
     [0, 1, 4, 9]
