@@ -724,6 +724,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     byv = yv[:0]
     n_iter = 0
     n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
+    multi = np.empty(N, dtype=np.int64)  # the rows of more than one class (set per state)
     ba = np.zeros(N, dtype=np.int64)
     bb = np.zeros(N, dtype=np.int64)
     bya = np.ones(N)
@@ -733,6 +734,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             s[k] = 0.0
         nvar = 0
         yz = 0.0
+        n_multi = 0
         for i in range(N):
             xi = 0.0
             for q in range(cnt[i]):
@@ -743,6 +745,8 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     yz += yv[i, q] * zv[i, q]
             if cnt[i] > 1:
                 nvar += cnt[i]
+                multi[n_multi] = i
+                n_multi += 1
             x[i] = xi
         mu = yz / nvar if nvar > 0 else 0.0
         # the full certificate costs a pass over all N x K entries: it is evaluated when the
@@ -847,10 +851,9 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         if gbuf.shape[0] < total:
             gbuf = np.zeros(total)
         ok = True
-        for i in range(N):
+        for t in range(n_multi):
+            i = multi[t]
             m = cnt[i]
-            if m < 2:
-                continue
             rq = 0
             for q in range(m):
                 if yv[i, q] > yv[i, rq]:
@@ -928,9 +931,8 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             bv = np.empty((N, W))
             iy = np.empty((N, W))
             rb = np.empty((N, W))
-        for i in range(N):
-            if cnt[i] < 2:
-                continue
+        for t in range(n_multi):
+            i = multi[t]
             ix = 1.0 / x[i]
             for q in range(cnt[i]):
                 k = sup[i, q]
@@ -939,14 +941,13 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         # Mehrotra: affine-scaling predictor, then the centred, second-order corrected step
         ap, ad = _direction(
             yv, zv, bv, iy, sup, cnt, basic, gbuf, goff, LS, dh, 0.0, cv, 0.0, dyv, dzv, rb,
-            idx, c_vec, 1.0,
+            idx, c_vec, 1.0, multi, n_multi,
         )  # fmt: skip
         if not ap >= 0:
             return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
         mu_aff = 0.0
-        for i in range(N):
-            if cnt[i] < 2:
-                continue
+        for t in range(n_multi):
+            i = multi[t]
             for q in range(cnt[i]):
                 mu_aff += (yv[i, q] + ap * dyv[i, q]) * (zv[i, q] + ad * dzv[i, q])
                 cv[i, q] = dyv[i, q] * dzv[i, q]
@@ -955,13 +956,12 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         tau = max(_TAU, 1.0 - mu)
         ap, ad = _direction(
             yv, zv, bv, iy, sup, cnt, basic, gbuf, goff, LS, dh, cen * mu, cv, 1.0, dyv, dzv,
-            rb, idx, c_vec, tau,
+            rb, idx, c_vec, tau, multi, n_multi,
         )  # fmt: skip
         if not ap >= 0:
             return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
-        for i in range(N):
-            if cnt[i] < 2:
-                continue
+        for t in range(n_multi):
+            i = multi[t]
             for q in range(cnt[i]):
                 yv[i, q] += ap * dyv[i, q]
                 zv[i, q] += ad * dzv[i, q]
@@ -974,7 +974,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
 @njit(cache=True, error_model="numpy")
 def _direction(
     yv, zv, bv, iy, sup, cnt, basic, gbuf, goff, LS, dh, target, cv, corrected, dyv, dzv, rb,
-    idx, c_vec, tau,
+    idx, c_vec, tau, multi, n_multi,
 ):  # fmt: skip
     """One interior-point direction given the factored rows (``gbuf``) and the Cholesky factor
     ``LS`` of the Schur matrix.
@@ -985,17 +985,15 @@ def _direction(
     (Mehrotra's second-order term when ``corrected > 0``; a float flag, as a bool constant
     would make numba compile the function once per value). Writes ``dyv``, ``dzv``; returns
     the primal and dual step lengths to ``tau`` of the way to the boundary (``(-1, -1)`` on a
-    failure).
+    failure). Only the rows ``multi[:n_multi]`` (those of more than one class) move.
     """
-    N = yv.shape[0]
     K = c_vec.shape[0]
     for k in range(K):
         c_vec[k] = 0.0
     # sweep 0: c = sum_i P_i' G_i rhs_i (each row's rhs kept in rb)
-    for i in range(N):
+    for t in range(n_multi):
+        i = multi[t]
         m = cnt[i]
-        if m < 2:
-            continue
         rq = basic[i]
         r = sup[i, rq]
         tr = target - cv[i, rq] if corrected > 0.0 else target
@@ -1025,10 +1023,9 @@ def _direction(
     # sweep 1: back substitution with p
     ap = 1.0
     ad = 1.0
-    for i in range(N):
+    for t in range(n_multi):
+        i = multi[t]
         m = cnt[i]
-        if m < 2:
-            continue
         rq = basic[i]
         pr = c_vec[sup[i, rq]]
         o = goff[i]
