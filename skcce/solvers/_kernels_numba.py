@@ -620,12 +620,6 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 c = 2
         for k in range(K):
             score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
-        if near > 0.0:
-            a = 0
-            for k in range(1, K):
-                if score[k] > score[a]:
-                    a = k
-            psi0 += -math.log(sigma[i, a]) - w[a] if sigma[i, a] > 0 else _INF
         first = -1.0
         for _ in range(top):
             best = -1
@@ -648,6 +642,9 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 if allowed[k] and (c == 0 or sigma[i, k] > sigma[i, sup[i, 0]]):
                     sup[i, 0] = k
                     c = 1
+        if near > 0.0:  # the value at the best vertex, the first one taken above
+            a = sup[i, 0]
+            psi0 += -math.log(sigma[i, a]) - w[a] if sigma[i, a] > 0 else _INF
         cnt[i] = c
     if lam > _DENSE_LAM * N:  # a strong pull mixes many classes in every row: all of them
         if W < K:
