@@ -67,6 +67,10 @@ _DENSE_ROWS = 0.5  # one pricing adding classes to more than this share of rows:
 _WALK = 3  # steps of the envelope walk before a row's best response tries the candidate
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
 _NEAR = 0.2  # ... those within this factor of the row's best vertex (sigma exp(w)), if lam <= N
+_PRUNE = 0.2  # an entry leaves its row's support when y < this x r and z > r / this, with
+# r = sqrt(the step's complementarity target), while that target is at least _PRUNE_MU and
+# until pricing adds a class after the start
+_PRUNE_MU = 1e-5
 _EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce.solvers._em)
 _CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as skcce.solvers)
 
@@ -431,12 +435,14 @@ def _chol_factor(A, L, n):
             d -= L[j, p] * L[j, p]
         if not d > 0:
             return False
-        L[j, j] = math.sqrt(d)
+        ljj = math.sqrt(d)
+        L[j, j] = ljj
+        inv = 1.0 / ljj
         for i in range(j + 1, n):
             t = A[i, j]
             for p in range(j):
                 t -= L[i, p] * L[j, p]
-            L[i, j] = t / L[j, j]
+            L[i, j] = t * inv
     return True
 
 
@@ -444,15 +450,27 @@ def _chol_factor(A, L, n):
 def _chol_inverse(A, m, L, Li, G):
     """G = inverse of the leading m x m block of a symmetric positive definite A (Cholesky;
     ``L``, ``Li`` are work arrays). Returns False when A is not positive definite."""
-    if not _chol_factor(A, L, m):
-        return False
+    for j in range(m):
+        d = A[j, j]
+        for p in range(j):
+            d -= L[j, p] * L[j, p]
+        if not d > 0:
+            return False
+        ljj = math.sqrt(d)
+        L[j, j] = ljj
+        inv = 1.0 / ljj
+        Li[j, j] = inv
+        for i in range(j + 1, m):
+            t = A[i, j]
+            for p in range(j):
+                t -= L[i, p] * L[j, p]
+            L[i, j] = t * inv
     for j in range(m):  # Li = L^-1 (lower triangular)
-        Li[j, j] = 1.0 / L[j, j]
         for i in range(j + 1, m):
             t = 0.0
             for p in range(j, i):
                 t -= L[i, p] * Li[p, j]
-            Li[i, j] = t / L[i, i]
+            Li[i, j] = t * Li[i, i]
     for i in range(m):  # G = Li' Li
         for j in range(i + 1):
             t = 0.0
@@ -497,6 +515,49 @@ def _add_class(i, k, yv, zv, sup, cnt, mu):
     zv[i, c] = m / eps
     if c == 1:  # the row was fixed at a vertex: its old class becomes a variable too
         zv[i, rq] = m / yv[i, rq]
+
+
+@njit(cache=True, error_model="numpy")
+def _prune(sup, cnt, yv, zv, multi, n_multi, ylo, zhi, held):
+    """Drop from the supports of the rows ``multi[:n_multi]`` the entries with ``y < ylo`` and
+    ``z > zhi`` (bound, by complementarity), renormalising each row. A row keeps its largest
+    entry, and a class keeps at least one row (its column sum stays positive). ``held`` is a
+    work array of shape (K,)."""
+    held[:] = 0
+    for i in range(cnt.shape[0]):
+        for q in range(cnt[i]):
+            held[sup[i, q]] += 1
+    for t in range(n_multi):
+        i = multi[t]
+        m = cnt[i]
+        top = 0
+        for q in range(1, m):
+            if yv[i, q] > yv[i, top]:
+                top = q
+        keep = sup[i, top]
+        q = 0
+        dropped = False
+        while q < m:
+            k = sup[i, q]
+            if k != keep and yv[i, q] < ylo and zv[i, q] > zhi and held[k] > 1:
+                held[k] -= 1
+                m -= 1
+                sup[i, q] = sup[i, m]
+                yv[i, q] = yv[i, m]
+                zv[i, q] = zv[i, m]
+                dropped = True
+            else:
+                q += 1
+        if dropped:
+            cnt[i] = m
+            if m == 1:
+                yv[i, 0] = 1.0
+            else:
+                tot = 0.0
+                for q in range(m):
+                    tot += yv[i, q]
+                for q in range(m):
+                    yv[i, q] /= tot
 
 
 @njit(cache=True, error_model="numpy")
@@ -722,9 +783,11 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     n_iter = 0
     n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
     multi = np.empty(N, dtype=np.int64)  # the rows of more than one class (set per state)
+    held = np.zeros(K, dtype=np.int64)  # work array of _prune
     ba = np.zeros(N, dtype=np.int64)
     bb = np.zeros(N, dtype=np.int64)
     bya = np.ones(N)
+    grown = False  # pricing added classes after the start: from then on supports only grow
     while True:
         # --- state: x, s, mu ------------------------------------------------------------------
         for k in range(K):
@@ -822,6 +885,8 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     _interior_start(Y0, sup, cnt, yv, zv, mu_new)
                 if added == 0 and nvar == 0:
                     return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
+                if added > 0 and n_iter > 0:
+                    grown = True
                 if added > 0:
                     continue  # recompute the state (no iteration spent)
         n_iter += 1
@@ -966,6 +1031,12 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     yv[i, q] = 1e-300
                 if not zv[i, q] > 0:
                     zv[i, q] = 1e-300
+        if not grown and cen * mu >= _PRUNE_MU:
+            # Entries that the step has driven to their bound (y small, z large, against the
+            # next complementarity) leave the supports: later iterations solve smaller rows,
+            # and a class dropped too early is priced back by a certificate.
+            root = math.sqrt(max(cen * mu, 1e-300))
+            _prune(sup, cnt, yv, zv, multi, n_multi, _PRUNE * root, root / _PRUNE, held)
 
 
 @njit(cache=True, error_model="numpy")
