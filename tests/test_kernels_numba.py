@@ -147,11 +147,14 @@ def test_long_envelope_walk_gives_way_to_the_candidate(k):
     x_star = s[1] + 0.3 * (s[2] - s[1])  # the maximiser of ln x - A x^2 lies near the left end
     wm = -(s**2) / (2 * x_star**2)
     allowed = np.ones(k, dtype=bool)
-    *_, done = kn._br_walk(s, wm, allowed, kn._WALK)
+    rows = s[None, :]  # the row is passed as row 0 of sigma
+    *_, done = kn._br_walk(rows, 0, wm, allowed, kn._WALK)
     assert not done  # the case reaches the candidate
-    a, b, ya, psi = kn._br_row(s, kn._exp_w(wm, allowed), wm, allowed)
-    a2, b2, ya2, psi2, done2 = kn._br_walk(s, wm, allowed, k + 1)
+    a, b, ya, x, lin = kn._br_row(rows, 0, kn._exp_w(wm, allowed), wm, allowed)
+    psi = -np.log(x) - lin
+    a2, b2, ya2, x2, lin2, done2 = kn._br_walk(rows, 0, wm, allowed, k + 1)
     assert done2
+    psi2 = -np.log(x2) - lin2
     assert psi == pytest.approx(psi2, rel=1e-13, abs=1e-13)
     every = torch.ones(k, dtype=torch.bool)
     _, psi1 = _collision_response(
@@ -587,10 +590,12 @@ def test_prune_drops_bound_entries_but_keeps_each_rows_largest_and_each_class():
     )
     zv = np.array([[1e-6, 10.0, 1e-5, 10.0], [1e-4, 1e-4, 0, 0], [0, 0, 0, 0], [9.0, 9.0, 0, 0]])
     multi = np.array([0, 1, 3], dtype=np.int64)
-    kn._prune(sup, cnt, yv, zv, multi, 3, 1e-3, 1.0, np.zeros(5, dtype=np.int64))
+    held = np.bincount(np.concatenate([sup[i, : cnt[i]] for i in range(4)]), minlength=5)
+    kn._prune(sup, cnt, yv, zv, multi, 3, 1e-3, 1.0, held)
     # row 0: class 1 (bound, held by row 1 too) leaves; class 4 (bound, its only row) stays
     assert cnt[0] == 3 and sorted(sup[0, :3]) == [0, 2, 4]
     assert yv[0, :3].sum() == pytest.approx(1.0) and (yv[0, :3] > 0).all()
     assert cnt[1] == 2 and cnt[2] == 1  # nothing bound; a single-class row is not in multi
     # row 3: both entries are bound; its largest (the first of equals) stays, as a vertex
     assert cnt[3] == 1 and sup[3, 0] == 2 and yv[3, 0] == 1.0
+    assert list(held) == [1, 1, 2, 2, 1]  # the rows left holding each class

@@ -75,9 +75,25 @@ _EM_NEWTON = 100  # safeguarded Newton steps of the M-step (as skcce.solvers._em
 _CERTIFY_EVERY = 10  # EM certifies its first 8 iterates and then every 10th (as skcce.solvers)
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _log_add(p, acc, x):
+    """Add ``ln x`` to a sum of logarithms kept as ``acc + ln p``: returns the new ``(p, acc)``.
+
+    The terms multiply into ``p``, which is logged only when it leaves [1e-250, 1e250]: a
+    sum of N row values (in (0, 1] here) costs a few logarithms instead of N, and its rounding
+    (about N ulp, relative to ``p``) stays far below the certified gaps. A term outside
+    [1e-30, 1e30] takes its own logarithm (``-inf`` for 0, NaN for NaN)."""
+    if not (x > 1e-30 and x < 1e30):
+        return p, acc + (math.log(x) if x > 0 else -_INF)
+    p *= x
+    if not (p > 1e-250 and p < 1e250):
+        return 1.0, acc + math.log(p)
+    return p, acc
+
+
 # ----- row best responses ------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
-def _br_candidate(s, ew, wm, allowed):
+@njit(cache=True, error_model="numpy", inline="always")
+def _br_candidate(sigma, i, ew, wm, allowed):
     """Candidate maximiser of ln(s'y) + wm'y on the simplex for one row (``ew``: see
     :func:`_exp_w`).
 
@@ -88,19 +104,19 @@ def _br_candidate(s, ew, wm, allowed):
     slope on its left (largest on its right), with the stationary point ``x = -1/slope`` of
     ``h``: two passes over the classes. :func:`_br_row` checks it and falls back to the walk.
     """
-    K = s.shape[0]
+    K = sigma.shape[1]
     b = -1
     vb = -_INF
     for k in range(K):
         if allowed[k]:
-            v = s[k] * ew[k]
+            v = sigma[i, k] * ew[k]
             if b < 0 or v > vb:
                 b = k
                 vb = v
-    sb = s[b]
+    sb = sigma[i, b]
     wb = wm[b]
     if not sb > 0.0:
-        return b, b, 1.0, _INF
+        return b, b, 1.0, 0.0, 0.0
     jl = -1
     rl = _INF  # smallest slope to a point on the left
     jr = -1
@@ -108,7 +124,7 @@ def _br_candidate(s, ew, wm, allowed):
     for k in range(K):
         if not allowed[k]:
             continue
-        sk = s[k]
+        sk = sigma[i, k]
         # slopes compared by cross-multiplication (one division per new extreme only)
         if sk < sb:
             if jl < 0 or wb - wm[k] < rl * (sb - sk):
@@ -121,72 +137,73 @@ def _br_candidate(s, ew, wm, allowed):
     inv = 1.0 / sb
     if jr >= 0 and inv + rr > 0.0:  # h increases to the right of b
         xs = -1.0 / rr
-        sj = s[jr]
+        sj = sigma[i, jr]
         yj = (xs - sb) / (sj - sb)
         yj = min(max(yj, 0.0), 1.0)
         yb = 1.0 - yj
         x = yb * sb + yj * sj
-        return b, jr, yb, -math.log(x) - (yb * wb + yj * wm[jr])
+        return b, jr, yb, x, yb * wb + yj * wm[jr]
     if jl >= 0 and inv + rl < 0.0:  # h decreases to the left of b: the maximum is left
         xs = -1.0 / rl
-        sj = s[jl]
+        sj = sigma[i, jl]
         yb = (xs - sj) / (sb - sj)
         yb = min(max(yb, 0.0), 1.0)
         yj = 1.0 - yb
         x = yb * sb + yj * sj
-        return b, jl, yb, -math.log(x) - (yb * wb + yj * wm[jl])
-    return b, b, 1.0, -math.log(sb) - wb
+        return b, jl, yb, x, yb * wb + yj * wm[jl]
+    return b, b, 1.0, sb, wb
 
 
-@njit(cache=True, error_model="numpy")
-def _br_walk(s, wm, allowed, max_steps):
+@njit(cache=True, error_model="numpy", inline="always")
+def _br_walk(sigma, i, wm, allowed, max_steps):
     """Exact maximiser by a walk along the upper envelope from its right end (largest ``s``).
 
     Each step is one pass over the classes and moves to a vertex of smaller ``s``, so the walk
-    ends within K steps. Returns ``(a, b, ya, psi, done)``; after ``max_steps`` steps without
-    an end it gives up (``done`` False, the other values meaningless).
+    ends within K steps. Returns ``(a, b, ya, x, lin, done)`` as :func:`_br_row`; after
+    ``max_steps`` steps without an end it gives up (``done`` False, the other values
+    meaningless).
     """
-    K = s.shape[0]
+    K = sigma.shape[1]
     v = -1
     for k in range(K):
         if not allowed[k]:
             continue
-        if v < 0 or s[k] > s[v] or (s[k] == s[v] and wm[k] > wm[v]):
+        if v < 0 or sigma[i, k] > sigma[i, v] or (sigma[i, k] == sigma[i, v] and wm[k] > wm[v]):
             v = k
     for _ in range(max_steps):
-        sv = s[v]
+        sv = sigma[i, v]
         wv = wm[v]
         if not sv > 0.0:
-            return v, v, 1.0, _INF, True
+            return v, v, 1.0, 0.0, 0.0, True
         inv = 1.0 / sv
         j = -1
         rho = _INF
         for k in range(K):
             if not allowed[k]:
                 continue
-            sk = s[k]
+            sk = sigma[i, k]
             # v loses to a mix with k iff 1/sv + (wv - wk)/(sv - sk) < 0, i.e. (times
             # sv - sk > 0) wk - wv > 1 - sk/sv: only such k need their slope (a division)
             if sk < sv and wm[k] - wv > 1.0 - sk * inv:
                 r = (wv - wm[k]) / (sv - sk)
-                if r < rho or (r == rho and j >= 0 and sk < s[j]):
+                if r < rho or (r == rho and j >= 0 and sk < sigma[i, j]):
                     rho = r
                     j = k
         if j < 0 or inv + rho >= 0.0:
-            return v, v, 1.0, -math.log(sv) - wv, True
+            return v, v, 1.0, sv, wv, True
         xs = -1.0 / rho
-        sj = s[j]
+        sj = sigma[i, j]
         if xs > sj:
             yv = min((xs - sj) / (sv - sj), 1.0)
             yj = 1.0 - yv
             x = yv * sv + yj * sj
-            return v, j, yv, -math.log(x) - (yv * wv + yj * wm[j]), True
+            return v, j, yv, x, yv * wv + yj * wm[j], True
         v = j
-    return v, v, 1.0, _INF, False
+    return v, v, 1.0, 0.0, 0.0, False
 
 
-@njit(cache=True, error_model="numpy")
-def _br_row(s, ew, wm, allowed):
+@njit(cache=True, error_model="numpy", inline="always")
+def _br_row(sigma, i, ew, wm, allowed):
     """Exact maximiser of ln(s'y) + wm'y on the simplex for one row (``ew = _exp_w(wm)``).
 
     The envelope walk of :func:`_br_walk` first, for a few steps: it usually ends at its first
@@ -194,27 +211,29 @@ def _br_row(s, ew, wm, allowed):
     gives way to the candidate of :func:`_br_candidate` (two passes), accepted when it passes
     the optimality conditions ``s_k / x + wm_k <= s_a / x + wm_a`` (every class ``k``, every
     class ``a`` of the support, ``x = s'y``, within 64 ulp); otherwise the walk finishes.
-    Returns ``(a, b, ya, psi)``: the labels put ``ya`` on class ``a`` and ``1 - ya`` on class
-    ``b`` (``a == b`` for a vertex), and ``psi = -ln(s'y) - wm'y`` (``+inf`` if no allowed class
-    has ``s > 0``).
+    ``s`` is row ``i`` of ``sigma`` (passed whole: a row view would cost a reference count).
+    Returns ``(a, b, ya, x, lin)``: the labels put ``ya`` on class ``a`` and ``1 - ya`` on
+    class ``b`` (``a == b`` for a vertex); ``x = s'y`` and ``lin = wm'y``, so that the row
+    minimum is ``psi = -ln x - lin`` (``x = 0``, ``psi = +inf``, if no allowed class has
+    ``s > 0``). The caller takes the logarithm (:func:`_log_add` adds many at the cost of few).
     """
-    a, b, ya, psi, done = _br_walk(s, wm, allowed, _WALK)
+    a, b, ya, xr, lin, done = _br_walk(sigma, i, wm, allowed, _WALK)
     if done:
-        return a, b, ya, psi
-    a, b, ya, psi = _br_candidate(s, ew, wm, allowed)
-    if psi == _INF:
-        return a, b, ya, psi
-    x = ya * s[a] + (1.0 - ya) * s[b]
+        return a, b, ya, xr, lin
+    a, b, ya, xr, lin = _br_candidate(sigma, i, ew, wm, allowed)
+    if not xr > 0.0:
+        return a, b, ya, xr, lin
+    x = ya * sigma[i, a] + (1.0 - ya) * sigma[i, b]
     inv = 1.0 / x
-    lo = s[a] * inv + wm[a]
+    lo = sigma[i, a] * inv + wm[a]
     if ya < 1.0:
-        lo = min(lo, s[b] * inv + wm[b])
+        lo = min(lo, sigma[i, b] * inv + wm[b])
     tol = 64 * 2.220446049250313e-16 * (1.0 + abs(lo))
-    for k in range(s.shape[0]):
-        if allowed[k] and s[k] * inv + wm[k] > lo + tol:
-            a, b, ya, psi, _ = _br_walk(s, wm, allowed, s.shape[0] + 1)
-            return a, b, ya, psi
-    return a, b, ya, psi
+    for k in range(sigma.shape[1]):
+        if allowed[k] and sigma[i, k] * inv + wm[k] > lo + tol:
+            a, b, ya, xr, lin, _ = _br_walk(sigma, i, wm, allowed, sigma.shape[1] + 1)
+            return a, b, ya, xr, lin
+    return a, b, ya, xr, lin
 
 
 @njit(cache=True, error_model="numpy")
@@ -258,10 +277,10 @@ def best_responses(sigma, wm, allowed):
     psi = np.empty(N)
     ew = _exp_w(wm, allowed)
     for i in range(N):
-        a, b, ya, p = _br_row(sigma[i], ew, wm, allowed)
+        a, b, ya, xr, li = _br_row(sigma, i, ew, wm, allowed)
         Y[i, a] += ya
         Y[i, b] += 1.0 - ya
-        psi[i] = p
+        psi[i] = -math.log(xr) - li if xr > 0 else _INF
     return Y, psi
 
 
@@ -290,15 +309,15 @@ def _phi(s, u, lam, n, forward):
 def objective(sigma, Y, u, lam, forward):
     """F(Y) (may be ``+inf``)."""
     N, K = sigma.shape
-    rows = 0.0
+    p, acc = 1.0, 0.0  # sum of ln x_i (see _log_add)
     s = np.zeros(K)
     for i in range(N):
         x = 0.0
         for k in range(K):
             x += Y[i, k] * sigma[i, k]
             s[k] += Y[i, k]
-        rows -= math.log(x) if x > 0 else -_INF
-    return rows + _phi(s, u, lam, N, forward)
+        p, acc = _log_add(p, acc, x)
+    return -(acc + math.log(p)) + _phi(s, u, lam, N, forward)
 
 
 @njit(cache=True, error_model="numpy")
@@ -359,15 +378,16 @@ def _dual_at(sigma, s, u, lam, forward, ba, bb, bya):
         for k in range(K):
             allowed[k] = u[k] > 0
     w = initial_w(s, u, lam, N, forward)
-    psi_sum = 0.0
+    p, acc, lin = 1.0, 0.0, 0.0  # the row minima -ln x_i - lin_i, summed (see _log_add)
     ew = _exp_w(w, allowed)
     for i in range(N):
-        a, b, ya, psi = _br_row(sigma[i], ew, w, allowed)
+        a, b, ya, xr, li = _br_row(sigma, i, ew, w, allowed)
         ba[i] = a
         bb[i] = b
         bya[i] = ya
-        psi_sum += psi
-    return dual_value(psi_sum, w, u, lam, N, forward), w
+        p, acc = _log_add(p, acc, xr)
+        lin += li
+    return dual_value(-(acc + math.log(p)) - lin, w, u, lam, N, forward), w
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
@@ -409,7 +429,7 @@ def _certificate_sparse(sigma, sup, cnt, yv, u, lam, forward, ba, bb, bya, s):
     N, K = sigma.shape
     for k in range(K):
         s[k] = 0.0
-    rows = 0.0
+    p, acc = 1.0, 0.0  # sum of ln x_i (see _log_add)
     for i in range(N):
         tot = 0.0
         for q in range(cnt[i]):
@@ -419,9 +439,9 @@ def _certificate_sparse(sigma, sup, cnt, yv, u, lam, forward, ba, bb, bya, s):
             y = yv[i, q] / tot
             x += y * sigma[i, sup[i, q]]
             s[sup[i, q]] += y
-        rows -= math.log(x) if x > 0 else -_INF
+        p, acc = _log_add(p, acc, x)
     dual, _ = _dual_at(sigma, s, u, lam, forward, ba, bb, bya)
-    return rows + _phi(s, u, lam, N, forward), dual
+    return -(acc + math.log(p)) + _phi(s, u, lam, N, forward), dual
 
 
 # ----- the interior-point column-generation solver ---------------------------------------------
@@ -521,12 +541,8 @@ def _add_class(i, k, yv, zv, sup, cnt, mu):
 def _prune(sup, cnt, yv, zv, multi, n_multi, ylo, zhi, held):
     """Drop from the supports of the rows ``multi[:n_multi]`` the entries with ``y < ylo`` and
     ``z > zhi`` (bound, by complementarity), renormalising each row. A row keeps its largest
-    entry, and a class keeps at least one row (its column sum stays positive). ``held`` is a
-    work array of shape (K,)."""
-    held[:] = 0
-    for i in range(cnt.shape[0]):
-        for q in range(cnt[i]):
-            held[sup[i, q]] += 1
+    entry, and a class keeps at least one row (its column sum stays positive). ``held[k]`` is
+    the number of rows with class ``k`` in their support (updated)."""
     for t in range(n_multi):
         i = multi[t]
         m = cnt[i]
@@ -668,12 +684,13 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     # to its exact best response is skipped, and the value at its best vertex (an upper bound
     # on the row minimum) stands in for it. That value only steers the first pricing; every
     # certificate computes the exact best responses.
-    psi0 = 0.0
+    p0, acc0, lin0 = 1.0, 0.0, 0.0  # psi0 = -(acc0 + ln p0) - lin0 (see _log_add)
     for i in range(N):
         c = 0
         if near == 0.0:  # the exact best response (a vertex or an edge) is in the support
-            a, b, ya, psi = _br_row(sigma[i], ew, w, allowed)
-            psi0 += psi
+            a, b, ya, xr, li = _br_row(sigma, i, ew, w, allowed)
+            p0, acc0 = _log_add(p0, acc0, xr)
+            lin0 += li
             c = 1
             sup[i, 0] = a
             if ya < 1.0 and b != a:
@@ -705,8 +722,10 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     c = 1
         if near > 0.0:  # the value at the best vertex, the first one taken above
             a = sup[i, 0]
-            psi0 += -math.log(sigma[i, a]) - w[a] if sigma[i, a] > 0 else _INF
+            p0, acc0 = _log_add(p0, acc0, sigma[i, a])
+            lin0 += w[a]
         cnt[i] = c
+    psi0 = -(acc0 + math.log(p0)) - lin0
     if lam > _DENSE_LAM * N:  # a strong pull mixes many classes in every row: all of them
         if W < K:
             W = K
@@ -783,7 +802,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     n_iter = 0
     n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
     multi = np.empty(N, dtype=np.int64)  # the rows of more than one class (set per state)
-    held = np.zeros(K, dtype=np.int64)  # work array of _prune
+    held = np.zeros(K, dtype=np.int64)  # rows holding each class (set per state, for _prune)
     ba = np.zeros(N, dtype=np.int64)
     bb = np.zeros(N, dtype=np.int64)
     bya = np.ones(N)
@@ -792,6 +811,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         # --- state: x, s, mu ------------------------------------------------------------------
         for k in range(K):
             s[k] = 0.0
+            held[k] = 0
         nvar = 0
         yz = 0.0
         n_multi = 0
@@ -801,6 +821,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                 k = sup[i, q]
                 xi += sigma[i, k] * yv[i, q]
                 s[k] += yv[i, q]
+                held[k] += 1
                 if cnt[i] > 1:
                     yz += yv[i, q] * zv[i, q]
             if cnt[i] > 1:
@@ -816,10 +837,10 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         do_cert = True
         if nvar > 0 and n_iter < max_iter and not due:
             if scale < 0:
-                Fr = _phi(s, u, lam, N, forward)
+                p, acc = 1.0, 0.0
                 for i in range(N):
-                    Fr -= math.log(x[i])
-                scale = max(abs(Fr), 1.0)
+                    p, acc = _log_add(p, acc, x[i])
+                scale = max(abs(_phi(s, u, lam, N, forward) - acc - math.log(p)), 1.0)
             do_cert = not yz > tol * scale
         if do_cert:
             # --- certificate on the labels as they are returned (rows renormalised), read
@@ -1022,6 +1043,14 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         )  # fmt: skip
         if not ap >= 0:
             return _unfinished(Y0, bsup, bcnt, byv, best_val, best_gap, n_iter, n_pass)
+        # Entries that the step drives to their bound (y small, z large, against the next
+        # complementarity) leave the supports: later iterations solve smaller rows, and a class
+        # dropped too early is priced back by a certificate.
+        pruning = not grown and cen * mu >= _PRUNE_MU
+        root = math.sqrt(max(cen * mu, 1e-300))
+        ylo = _PRUNE * root if pruning else -1.0
+        zhi = root / _PRUNE
+        bound = 0
         for t in range(n_multi):
             i = multi[t]
             for q in range(cnt[i]):
@@ -1031,12 +1060,10 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     yv[i, q] = 1e-300
                 if not zv[i, q] > 0:
                     zv[i, q] = 1e-300
-        if not grown and cen * mu >= _PRUNE_MU:
-            # Entries that the step has driven to their bound (y small, z large, against the
-            # next complementarity) leave the supports: later iterations solve smaller rows,
-            # and a class dropped too early is priced back by a certificate.
-            root = math.sqrt(max(cen * mu, 1e-300))
-            _prune(sup, cnt, yv, zv, multi, n_multi, _PRUNE * root, root / _PRUNE, held)
+                if yv[i, q] < ylo and zv[i, q] > zhi:
+                    bound += 1
+        if bound > 0:
+            _prune(sup, cnt, yv, zv, multi, n_multi, ylo, zhi, held)
 
 
 @njit(cache=True, error_model="numpy")
