@@ -621,6 +621,68 @@ def _interior_start(Y0, sup, cnt, yv, zv, mu):
             zv[i, q] = mu / yv[i, q] if c > 1 else 0.0
 
 
+@njit(cache=True, error_model="numpy")
+def _initial_supports(sigma, w, allowed, lam, sup, cnt):
+    """Each row's first support (into ``sup``, ``cnt``): its best vertices at the multiplier
+    ``w`` (the largest ``sigma_k exp(w_k)``, at most ``_TOP``; with ``lam <= N`` those within
+    ``_NEAR`` of the best only), and with ``lam > N`` its exact best response too. Returns
+    ``psi0``, the sum of the row minima at ``w`` (with ``lam <= N``, of the values at the
+    best vertices: upper bounds). A function of its own: inside :func:`ipm_solve` this loop
+    compiled about six times slower."""
+    N, K = sigma.shape
+    score = np.empty(K)
+    top = min(_TOP, K)
+    near = _NEAR if lam <= N else 0.0  # a strong pull mixes classes: every best vertex
+    ew = _exp_w(w, allowed)
+    # psi0: the row minima at the warm start's multiplier, for the dual value that decides the
+    # first pricing (below). With lam <= N a row starts from its best vertices only: the walk
+    # to its exact best response is skipped, and the value at its best vertex (an upper bound
+    # on the row minimum) stands in for it. That value only steers the first pricing; every
+    # certificate computes the exact best responses.
+    p0, acc0, lin0 = 1.0, 0.0, 0.0  # psi0 = -(acc0 + ln p0) - lin0 (see _log_add)
+    for i in range(N):
+        c = 0
+        if near == 0.0:  # the exact best response (a vertex or an edge) is in the support
+            a, b, ya, xr, li = _br_row(sigma, i, ew, w, allowed)
+            p0, acc0 = _log_add(p0, acc0, xr)
+            lin0 += li
+            c = 1
+            sup[i, 0] = a
+            if ya < 1.0 and b != a:
+                sup[i, 1] = b
+                c = 2
+        for k in range(K):
+            score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
+        first = -1.0
+        for _ in range(top):
+            best = -1
+            for k in range(K):
+                if score[k] > 0 and (best < 0 or score[k] > score[best]):
+                    best = k
+            if best < 0 or score[best] < near * first:
+                break
+            first = max(first, score[best])
+            score[best] = -_INF
+            dup = False
+            for q in range(c):
+                if sup[i, q] == best:
+                    dup = True
+            if not dup:
+                sup[i, c] = best
+                c += 1
+        if c == 0:  # every score underflowed to 0: the row's largest allowed sigma
+            for k in range(K):
+                if allowed[k] and (c == 0 or sigma[i, k] > sigma[i, sup[i, 0]]):
+                    sup[i, 0] = k
+                    c = 1
+        if near > 0.0:  # the value at the best vertex, the first one taken above
+            a = sup[i, 0]
+            p0, acc0 = _log_add(p0, acc0, sigma[i, a])
+            lin0 += w[a]
+        cnt[i] = c
+    return -(acc0 + math.log(p0)) - lin0
+
+
 @njit(cache=True, error_model="numpy", nogil=True)
 def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     """Certified optimum of F by an interior-point method with column generation.
@@ -675,57 +737,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     cnt = np.zeros(N, dtype=np.int64)
     yv = np.zeros((N, W))
     zv = np.zeros((N, W))
-    score = np.empty(K)
-    top = min(_TOP, K)
-    near = _NEAR if lam <= N else 0.0  # a strong pull mixes classes: every best vertex
-    ew = _exp_w(w, allowed)
-    # psi0: the row minima at the warm start's multiplier, for the dual value that decides the
-    # first pricing (below). With lam <= N a row starts from its best vertices only: the walk
-    # to its exact best response is skipped, and the value at its best vertex (an upper bound
-    # on the row minimum) stands in for it. That value only steers the first pricing; every
-    # certificate computes the exact best responses.
-    p0, acc0, lin0 = 1.0, 0.0, 0.0  # psi0 = -(acc0 + ln p0) - lin0 (see _log_add)
-    for i in range(N):
-        c = 0
-        if near == 0.0:  # the exact best response (a vertex or an edge) is in the support
-            a, b, ya, xr, li = _br_row(sigma, i, ew, w, allowed)
-            p0, acc0 = _log_add(p0, acc0, xr)
-            lin0 += li
-            c = 1
-            sup[i, 0] = a
-            if ya < 1.0 and b != a:
-                sup[i, 1] = b
-                c = 2
-        for k in range(K):
-            score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
-        first = -1.0
-        for _ in range(top):
-            best = -1
-            for k in range(K):
-                if score[k] > 0 and (best < 0 or score[k] > score[best]):
-                    best = k
-            if best < 0 or score[best] < near * first:
-                break
-            first = max(first, score[best])
-            score[best] = -_INF
-            dup = False
-            for q in range(c):
-                if sup[i, q] == best:
-                    dup = True
-            if not dup:
-                sup[i, c] = best
-                c += 1
-        if c == 0:  # every score underflowed to 0: the row's largest allowed sigma
-            for k in range(K):
-                if allowed[k] and (c == 0 or sigma[i, k] > sigma[i, sup[i, 0]]):
-                    sup[i, 0] = k
-                    c = 1
-        if near > 0.0:  # the value at the best vertex, the first one taken above
-            a = sup[i, 0]
-            p0, acc0 = _log_add(p0, acc0, sigma[i, a])
-            lin0 += w[a]
-        cnt[i] = c
-    psi0 = -(acc0 + math.log(p0)) - lin0
+    psi0 = _initial_supports(sigma, w, allowed, lam, sup, cnt)
     if lam > _DENSE_LAM * N:  # a strong pull mixes many classes in every row: all of them
         if W < K:
             W = K
