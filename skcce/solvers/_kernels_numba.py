@@ -627,8 +627,7 @@ def _initial_supports(sigma, w, allowed, lam, sup, cnt):
     ``w`` (the largest ``sigma_k exp(w_k)``, at most ``_TOP``; with ``lam <= N`` those within
     ``_NEAR`` of the best only), and with ``lam > N`` its exact best response too. Returns
     ``psi0``, the sum of the row minima at ``w`` (with ``lam <= N``, of the values at the
-    best vertices: upper bounds). A function of its own: inside :func:`ipm_solve` this loop
-    compiled about six times slower."""
+    best vertices: upper bounds)."""
     N, K = sigma.shape
     score = np.empty(K)
     top = min(_TOP, K)
