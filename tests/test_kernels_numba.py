@@ -433,9 +433,9 @@ def test_engine_private_path_reaches_the_kernels_when_enabled(enabled, monkeypat
 
         return call
 
-    # one by one: the single entry; restarts trained together: the interior point itself
+    # one by one: the single entry; restarts trained together: the interior point's stacked entry
     monkeypatch.setattr(kn, "solve_collision_numba", spy(kn.solve_collision_numba))
-    monkeypatch.setattr(kn, "ipm_solve", spy(kn.ipm_solve))
+    monkeypatch.setattr(kn, "ipm_solve_into", spy(kn.ipm_solve_into))
     monkeypatch.setattr(_compiled, "ENABLED", enabled)
     X = np.random.default_rng(0).normal(size=(60, 4))
     for verbose in (0, 1):  # restarts trained together (0) and one by one (1)
@@ -599,3 +599,18 @@ def test_prune_drops_bound_entries_but_keeps_each_rows_largest_and_each_class():
     # row 3: both entries are bound; its largest (the first of equals) stays, as a vertex
     assert cnt[3] == 1 and sup[3, 0] == 2 and yv[3, 0] == 1.0
     assert list(held) == [1, 1, 2, 2, 1]  # the rows left holding each class
+
+
+def test_ipm_solve_into_writes_what_ipm_solve_returns():
+    """The batched restarts' entry solves problem r of a stack from its own start and writes
+    exactly :func:`ipm_solve`'s results into row r of the outputs (the other rows untouched)."""
+    u = np.full(10, 0.1)
+    sigmas = np.stack([_realistic(50, 10, s).numpy() for s in range(3)])
+    Y = np.full(sigmas.shape, -1.0)
+    value, gap = np.full(3, -1.0), np.full(3, -1.0)
+    n_iter, ok = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=bool)
+    kn.ipm_solve_into(sigmas, 1, u, 100.0, False, 1e-6, 200, Y, value, gap, n_iter, ok)
+    ref = kn.ipm_solve(sigmas[1], u, 100.0, False, kn._start(sigmas[1], u, False), 1e-6, 200)
+    np.testing.assert_array_equal(Y[1], ref[0])
+    assert (value[1], gap[1], n_iter[1], ok[1]) == (ref[1], ref[2], ref[3], ref[4])
+    assert ok[1] and (Y[[0, 2]] == -1.0).all() and (value[[0, 2]] == -1.0).all()

@@ -194,10 +194,8 @@ def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
     turn = itertools.count()  # next() is atomic under the GIL: each problem is taken once
 
     def worker(_):  # the kernels release the GIL: workers solve on several threads
-        while (r := next(turn)) < n:
-            out = kn.ipm_solve(sigmas[r], u, lam, forward, kn._start(sigmas[r], u, forward),
-                               tol, max_iter)  # fmt: skip
-            Y[r], value[r], gap[r], n_iter[r], ok[r] = out[:5]
+        while (r := next(turn)) < n:  # one compiled call a problem, writing its results
+            kn.ipm_solve_into(sigmas, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok)
 
     list(map_(worker, range(max(1, min(int(n_chunks), n)))))
     results = []

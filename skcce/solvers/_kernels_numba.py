@@ -1406,3 +1406,22 @@ def _start(Y, u, forward):
                     out[i, q] = 0.999 * Y[i, q] + 0.001 * u[q]
             return out
     return Y
+
+
+@njit(cache=True, error_model="numpy", nogil=True)
+def ipm_solve_into(sigmas, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok):
+    """:func:`ipm_solve` of problem ``r`` of a stack ``sigmas`` (R, N, K) from its own start
+    (:func:`_start`), its results written into row ``r`` of the outputs ``Y`` (R, N, K),
+    ``value``, ``gap``, ``n_iter`` and ``ok`` (R,): one call per problem, and nothing to box
+    for the caller (the batched restarts' workers, :mod:`skcce.solvers._compiled`)."""
+    sigma = sigmas[r]
+    out = ipm_solve(sigma, u, lam, forward, _start(sigma, u, forward), tol, max_iter)
+    labels = out[0]
+    N, K = labels.shape
+    for i in range(N):  # element loops: a slice assignment would compile numpy's broadcasting
+        for k in range(K):
+            Y[r, i, k] = labels[i, k]
+    value[r] = out[1]
+    gap[r] = out[2]
+    n_iter[r] = out[3]
+    ok[r] = out[4]
