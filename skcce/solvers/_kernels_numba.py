@@ -622,6 +622,16 @@ def _interior_start(Y0, sup, cnt, yv, zv, mu):
 
 
 @njit(cache=True, error_model="numpy")
+def _put(sup, i, c, k):
+    """Append class k to row i's first support of c classes unless it is there; the new c."""
+    for q in range(c):
+        if sup[i, q] == k:
+            return c
+    sup[i, c] = k
+    return c + 1
+
+
+@njit(cache=True, error_model="numpy")
 def _initial_supports(sigma, w, allowed, lam, sup, cnt):
     """Each row's first support (into ``sup``, ``cnt``): its best vertices at the multiplier
     ``w`` (the largest ``sigma_k exp(w_k)``, at most ``_TOP``; with ``lam <= N`` those within
@@ -650,25 +660,41 @@ def _initial_supports(sigma, w, allowed, lam, sup, cnt):
             if ya < 1.0 and b != a:
                 sup[i, 1] = b
                 c = 2
+        # The best score first (a running maximum: selects, no branch to mispredict), then
+        # the classes within near x of it: usually one or two, taken in a second pass; more
+        # than _TOP (an uncertain row) take the _TOP best by a selection.
+        t1 = 0.0
+        k1 = -1
         for k in range(K):
-            score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
-        first = -1.0
-        for _ in range(top):
-            best = -1
+            v = sigma[i, k] * ew[k] if allowed[k] else 0.0
+            better = v > t1
+            t1 = v if better else t1
+            k1 = k if better else k1
+        if k1 >= 0:
+            lo = near * t1
+            n_near = 0
             for k in range(K):
-                if score[k] > 0 and (best < 0 or score[k] > score[best]):
-                    best = k
-            if best < 0 or score[best] < near * first:
-                break
-            first = max(first, score[best])
-            score[best] = -_INF
-            dup = False
-            for q in range(c):
-                if sup[i, q] == best:
-                    dup = True
-            if not dup:
-                sup[i, c] = best
-                c += 1
+                v = sigma[i, k] * ew[k]
+                if allowed[k] and v > 0 and v >= lo:
+                    n_near += 1
+            if n_near <= top:
+                c = _put(sup, i, c, k1)
+                for k in range(K):
+                    v = sigma[i, k] * ew[k]
+                    if k != k1 and allowed[k] and v > 0 and v >= lo:
+                        c = _put(sup, i, c, k)
+            else:
+                for k in range(K):
+                    score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
+                for _ in range(top):
+                    best = 0
+                    for k in range(1, K):
+                        if score[k] > score[best]:
+                            best = k
+                    if not score[best] > 0:
+                        break
+                    score[best] = -_INF
+                    c = _put(sup, i, c, best)
         if c == 0:  # every score underflowed to 0: the row's largest allowed sigma
             for k in range(K):
                 if allowed[k] and (c == 0 or sigma[i, k] > sigma[i, sup[i, 0]]):
