@@ -6,8 +6,9 @@ kernels can be tested against the torch reference (:mod:`skcce.solvers._duality`
 ``@njit(cache=True)``: compiled once per machine and loaded from numba's on-disk cache by later
 processes; ``error_model="numpy"`` gives IEEE results (``inf``, ``nan``) for a division by
 zero, as in the torch reference. The entries called from Python (:func:`ipm_solve`,
-:func:`em_solve`, :func:`certificate`) release the GIL (``nogil=True``), so independent
-problems (the batched restarts of :mod:`skcce._engine._batched`) solve on several threads.
+:func:`ipm_solve_into`, :func:`em_solve`, :func:`certificate`) release the GIL
+(``nogil=True``), so independent problems (the batched restarts of
+:mod:`skcce._engine._batched`) solve on several threads.
 
 The problem (supplement of Zhang & Boykov, summed-rows convention of :mod:`skcce.losses`) is
 
@@ -36,8 +37,14 @@ What is here
   responses are added (pricing) and the interior-point iteration continues. When one pricing
   adds classes to most rows (a large ``lam``, whose optimum mixes many classes in every row),
   every row gets every allowed class at once; above ``lam = 8 N`` every row starts with them.
-  At a restricted optimum whose supports contain every row's best response the gap is zero,
-  so the loop ends certified.
+  The supports also shrink: after each step, an entry that the step drove to its bound
+  (``y < 0.2 r`` and ``z > r / 0.2``, with ``r`` the square root of the step's complementarity
+  target) leaves its row (:func:`_prune`; a row keeps its largest entry, a class its last
+  row), so that later iterations solve smaller rows. Pruning stops once that target is below
+  1e-5, and for good once a pricing after the start has added a class: from then on the
+  supports only grow, so the column generation still ends. A class dropped too early is
+  priced back like any other. At a restricted optimum whose supports contain every row's
+  best response the gap is zero, so the loop ends certified.
   Ties between a row's classes, exact zeros in ``sigma``, K = 2 and large ``lam`` (an LP-like
   dual) need no special case: the optimum mixes classes inside a row where it must.
 * :func:`em_solve`: the paper's EM (Algorithm 1's inner loop: E-step and the exact M-step of
