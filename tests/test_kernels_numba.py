@@ -609,7 +609,7 @@ def test_ipm_solve_into_writes_what_ipm_solve_returns():
     Y = np.full(sigmas.shape, -1.0)
     value, gap = np.full(3, -1.0), np.full(3, -1.0)
     n_iter, ok = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=bool)
-    kn.ipm_solve_into(sigmas, 1, u, 100.0, False, 1e-6, 200, Y, value, gap, n_iter, ok)
+    kn.ipm_solve_into(sigmas, sigmas, 1, u, 100.0, False, 1e-6, 200, Y, value, gap, n_iter, ok)
     ref = kn.ipm_solve(sigmas[1], u, 100.0, False, kn._start(sigmas[1], u, False), 1e-6, 200)
     np.testing.assert_array_equal(Y[1], ref[0])
     assert (value[1], gap[1], n_iter[1], ok[1]) == (ref[1], ref[2], ref[3], ref[4])

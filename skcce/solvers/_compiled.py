@@ -195,7 +195,8 @@ def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
 
     def worker(_):  # the kernels release the GIL: workers solve on several threads
         while (r := next(turn)) < n:  # one compiled call a problem, writing its results
-            kn.ipm_solve_into(sigmas, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok)
+            kn.ipm_solve_into(sigmas, sigmas, r, u, lam, forward, tol, max_iter, Y, value, gap,
+                              n_iter, ok)  # fmt: skip
 
     list(map_(worker, range(max(1, min(int(n_chunks), n)))))
     results = []

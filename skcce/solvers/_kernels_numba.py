@@ -1382,18 +1382,21 @@ def solve_collision_numba(
     u = np.ascontiguousarray(prior, dtype=np.float64)
     forward = fairness == "forward"
     Y0 = sigma if init is None else np.ascontiguousarray(init, dtype=np.float64)
-    Y0 = _start(Y0, u, forward)
     low = labels_dtype is not None and np.dtype(labels_dtype) != np.float64
     if low:  # leave room for the rounding of the labels to their dtype
         tol_run = 0.1 * float(tol)
     else:
         tol_run = float(tol)
     if method == "em":
-        Y, value, gap, n_iter, ok = em_solve(sigma, u, float(lam), Y0, tol_run, int(max_iter))
-    else:
-        Y, value, gap, n_iter, ok, n_pass = ipm_solve(
-            sigma, u, float(lam), forward, Y0, tol_run, int(max_iter)
+        Y, value, gap, n_iter, ok = em_solve(
+            sigma, u, float(lam), _start(Y0, u, forward), tol_run, int(max_iter)
         )
+    else:  # the stacked entry, with a stack of one
+        Ys, values, gaps = np.empty((1,) + sigma.shape), np.empty(1), np.empty(1)
+        iters, oks = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_)
+        ipm_solve_into(sigma[None], Y0[None], 0, u, float(lam), forward, tol_run, int(max_iter),
+                       Ys, values, gaps, iters, oks)  # fmt: skip
+        Y, value, gap, n_iter, ok = Ys[0], values[0], gaps[0], iters[0], oks[0]
     if low:
         Y = Y.astype(labels_dtype)
         Yd = Y.astype(np.float64)
@@ -1442,13 +1445,16 @@ def _start(Y, u, forward):
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def ipm_solve_into(sigmas, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok):
-    """:func:`ipm_solve` of problem ``r`` of a stack ``sigmas`` (R, N, K) from its own start
-    (:func:`_start`), its results written into row ``r`` of the outputs ``Y`` (R, N, K),
+def ipm_solve_into(sigmas, inits, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok):
+    """:func:`ipm_solve` of problem ``r`` of a stack ``sigmas`` (R, N, K) from the start
+    :func:`_start` of ``inits[r]`` (``inits`` is ``sigmas`` itself for the problems' own
+    predictions), its results written into row ``r`` of the outputs ``Y`` (R, N, K),
     ``value``, ``gap``, ``n_iter`` and ``ok`` (R,): one call per problem, and nothing to box
-    for the caller (the batched restarts' workers, :mod:`skcce.solvers._compiled`)."""
+    for the caller. The one compiled entry of the default solver: the batched restarts'
+    workers (:mod:`skcce.solvers._compiled`) and :func:`solve_collision_numba` (a stack of
+    one) share it, so that a process compiles (or loads) :func:`ipm_solve` once."""
     sigma = sigmas[r]
-    out = ipm_solve(sigma, u, lam, forward, _start(sigma, u, forward), tol, max_iter)
+    out = ipm_solve(sigma, u, lam, forward, _start(inits[r], u, forward), tol, max_iter)
     labels = out[0]
     N, K = labels.shape
     for i in range(N):  # element loops: a slice assignment would compile numpy's broadcasting
