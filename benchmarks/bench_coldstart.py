@@ -3,8 +3,9 @@
 Each row is a new Python process. The fit rows time, inside that process, in this order:
 ``import torch``; ``import sklearn.base`` (what any scikit-learn estimator imports; timed on
 its own, so that the ``import skcce`` column is skcce's own share); ``import skcce``; loading
-the compiled solver kernels (compiling them when numba's on-disk cache is empty, reading it
-otherwise: one call on a (250, 10) problem); the first
+the compiled kernels (compiling them when numba's on-disk cache is empty, reading it
+otherwise: one solve of a (250, 10) problem, and one call of the linear head's compiled loss
+step, :mod:`skcce._engine._fused`, which the first fit would otherwise compile); the first
 ``CCEClustering(n_clusters=10).fit(digits)`` (defaults); and a second, warm fit. The first
 process gets an empty numba cache (``NUMBA_CACHE_DIR`` in a new temporary folder, as after a
 fresh install); the second reuses it. ``skcce --help`` is timed from outside (wall time of the
@@ -45,6 +46,10 @@ from skcce.solvers import solve_pseudo_labels
 g = torch.Generator().manual_seed(0)
 probs = torch.softmax(3 * torch.randn(250, 10, generator=g, dtype=torch.float64), dim=1)
 solve_pseudo_labels(probs, lam=100.0)
+from skcce._engine._fused import collision_step  # the linear head's compiled loss step
+logits = torch.randn(1, 10, 4).numpy()
+sig = torch.softmax(torch.from_numpy(logits), dim=1).numpy()
+collision_step(logits, sig, np.full((1, 4, 10), 0.1), np.full(10, 0.1), "reverse", 1.0)
 t3 = time.perf_counter()
 from sklearn.datasets import load_digits
 X, _ = load_digits(return_X_y=True)
