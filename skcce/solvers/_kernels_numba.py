@@ -477,21 +477,10 @@ def _chol_factor(A, L, n):
 def _chol_inverse(A, m, L, Li, G):
     """G = inverse of the leading m x m block of a symmetric positive definite A (Cholesky;
     ``L``, ``Li`` are work arrays). Returns False when A is not positive definite."""
+    if not _chol_factor(A, L, m):
+        return False
     for j in range(m):
-        d = A[j, j]
-        for p in range(j):
-            d -= L[j, p] * L[j, p]
-        if not d > 0:
-            return False
-        ljj = math.sqrt(d)
-        L[j, j] = ljj
-        inv = 1.0 / ljj
-        Li[j, j] = inv
-        for i in range(j + 1, m):
-            t = A[i, j]
-            for p in range(j):
-                t -= L[i, p] * L[j, p]
-            L[i, j] = t * inv
+        Li[j, j] = 1.0 / L[j, j]
     for j in range(m):  # Li = L^-1 (lower triangular)
         for i in range(j + 1, m):
             t = 0.0
