@@ -89,7 +89,8 @@ def _log_add(p, acc, x):
     The terms multiply into ``p``, which is logged only when it leaves [1e-250, 1e250]: a
     sum of N row values (in (0, 1] here) costs a few logarithms instead of N, and its rounding
     (about N ulp, relative to ``p``) stays far below the certified gaps. A term outside
-    [1e-30, 1e30] takes its own logarithm (``-inf`` for 0, NaN for NaN)."""
+    [1e-30, 1e30] takes its own logarithm (``-inf`` for 0 or NaN: an infinite value, which
+    never certifies)."""
     if not (x > 1e-30 and x < 1e30):
         return p, acc + (math.log(x) if x > 0 else -_INF)
     p *= x
