@@ -123,7 +123,7 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
 
     The checks and conversions that :func:`solve` makes per problem are made once here. The
     default method's problems go straight to the compiled
-    :func:`~skcce.solvers._kernels_numba.ipm_solve` from ``n_chunks`` workers, one task of
+    :func:`~skcce.solvers._kernels_numba.ipm_solve_into` from ``n_chunks`` workers, one task of
     ``map_`` each, that take the next unsolved problem until none is left (a worker costs a
     thread pool one task, and holds the GIL only between its problems).
 

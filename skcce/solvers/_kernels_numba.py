@@ -619,13 +619,11 @@ def _interior_start(Y0, sup, cnt, yv, zv, mu):
 
 
 @njit(cache=True, error_model="numpy")
-def _put(sup, i, c, k):
-    """Append class k to row i's first support of c classes unless it is there; the new c."""
-    for q in range(c):
-        if sup[i, q] == k:
-            return c
-    sup[i, c] = k
-    return c + 1
+def _put(sup, cnt, i, k):
+    """Append class k to row i's support unless it is there (the caller made room)."""
+    if not _has(sup, cnt, i, k):
+        sup[i, cnt[i]] = k
+        cnt[i] += 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -647,16 +645,14 @@ def _initial_supports(sigma, w, allowed, lam, sup, cnt):
     # certificate computes the exact best responses.
     p0, acc0, lin0 = 1.0, 0.0, 0.0  # psi0 = -(acc0 + ln p0) - lin0 (see _log_add)
     for i in range(N):
-        c = 0
+        cnt[i] = 0
         if near == 0.0:  # the exact best response (a vertex or an edge) is in the support
             a, b, ya, xr, li = _br_row(sigma, i, ew, w, allowed)
             p0, acc0 = _log_add(p0, acc0, xr)
             lin0 += li
-            c = 1
-            sup[i, 0] = a
-            if ya < 1.0 and b != a:
-                sup[i, 1] = b
-                c = 2
+            _put(sup, cnt, i, a)
+            if ya < 1.0:
+                _put(sup, cnt, i, b)
         # The best score first (a running maximum: selects, no branch to mispredict), then
         # the classes within near x of it: usually one or two, taken in a second pass; more
         # than _TOP (an uncertain row) take the _TOP best by a selection.
@@ -664,6 +660,7 @@ def _initial_supports(sigma, w, allowed, lam, sup, cnt):
         k1 = -1
         for k in range(K):
             v = sigma[i, k] * ew[k] if allowed[k] else 0.0
+            score[k] = v
             better = v > t1
             t1 = v if better else t1
             k1 = k if better else k1
@@ -671,18 +668,14 @@ def _initial_supports(sigma, w, allowed, lam, sup, cnt):
             lo = near * t1
             n_near = 0
             for k in range(K):
-                v = sigma[i, k] * ew[k]
-                if allowed[k] and v > 0 and v >= lo:
+                if score[k] > 0 and score[k] >= lo:
                     n_near += 1
             if n_near <= top:
-                c = _put(sup, i, c, k1)
+                _put(sup, cnt, i, k1)
                 for k in range(K):
-                    v = sigma[i, k] * ew[k]
-                    if k != k1 and allowed[k] and v > 0 and v >= lo:
-                        c = _put(sup, i, c, k)
+                    if score[k] > 0 and score[k] >= lo:
+                        _put(sup, cnt, i, k)
             else:
-                for k in range(K):
-                    score[k] = sigma[i, k] * ew[k] if allowed[k] else -_INF
                 for _ in range(top):
                     best = 0
                     for k in range(1, K):
@@ -690,18 +683,17 @@ def _initial_supports(sigma, w, allowed, lam, sup, cnt):
                             best = k
                     if not score[best] > 0:
                         break
-                    score[best] = -_INF
-                    c = _put(sup, i, c, best)
-        if c == 0:  # every score underflowed to 0: the row's largest allowed sigma
+                    score[best] = 0.0
+                    _put(sup, cnt, i, best)
+        if cnt[i] == 0:  # every score underflowed to 0: the row's largest allowed sigma
             for k in range(K):
-                if allowed[k] and (c == 0 or sigma[i, k] > sigma[i, sup[i, 0]]):
+                if allowed[k] and (cnt[i] == 0 or sigma[i, k] > sigma[i, sup[i, 0]]):
                     sup[i, 0] = k
-                    c = 1
+                    cnt[i] = 1
         if near > 0.0:  # the value at the best vertex, the first one taken above
             a = sup[i, 0]
             p0, acc0 = _log_add(p0, acc0, sigma[i, a])
             lin0 += w[a]
-        cnt[i] = c
     return -(acc0 + math.log(p0)) - lin0
 
 
@@ -768,9 +760,8 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             zv = _widen(zv, W)
         for i in range(N):
             for k in range(K):
-                if allowed[k] and not _has(sup, cnt, i, k):
-                    sup[i, cnt[i]] = k
-                    cnt[i] += 1
+                if allowed[k]:
+                    _put(sup, cnt, i, k)
     # every active class must receive mass (else KL(u||ybar) is infinite / its gradient is)
     covered = np.zeros(K, dtype=np.bool_)
     for i in range(N):
@@ -823,7 +814,7 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     iy = np.empty((N, 0))
     rb = np.empty((N, 0))
     # per-row inverses of the reduced blocks, stored flat
-    goff = np.zeros(N + 1, dtype=np.int64)
+    goff = np.zeros(N, dtype=np.int64)
     gbuf = np.zeros(1)
 
     scale = -1.0  # of the test for a certificate (see the loop)
@@ -960,11 +951,10 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             for j in range(K):
                 M[k, j] = 0.0
         total = 0
-        for i in range(N):
+        for t in range(n_multi):
+            i = multi[t]
             goff[i] = total
-            if cnt[i] > 1:
-                total += (cnt[i] - 1) * (cnt[i] - 1)
-        goff[N] = total
+            total += (cnt[i] - 1) * (cnt[i] - 1)
         if gbuf.shape[0] < total:
             gbuf = np.zeros(total)
         ok = True
