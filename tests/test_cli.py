@@ -22,6 +22,20 @@ def test_python_m_skcce_help():
     assert "demo" in out.stdout and "cluster" in out.stdout
 
 
+def test_help_says_cluster_takes_features_files_too(capsys):
+    """``skcce --help`` describes ``cluster`` with both kinds of input (issue 27): a folder of
+    images and a features file of each supported extension."""
+    import contextlib
+
+    with contextlib.suppress(SystemExit):
+        main(["--help"])
+    listing = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
+    line = listing[listing.index("cluster cluster") :].split(" reproduce ")[0]
+    assert "folder of images" in line
+    for extension in (".npy", ".npz", ".csv", ".parquet"):
+        assert extension in line, (extension, line)
+
+
 _COLD_START = """
 import contextlib, io, sys
 import skcce

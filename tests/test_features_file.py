@@ -79,7 +79,8 @@ def test_npy_is_memory_mapped_and_clustered(blobs, tmp_path, monkeypatch):
     assert cluster_main([*argv, "--report", str(report)] if has_mpl else argv) == 0
     assert seen == [np.memmap]  # never loaded whole by the command
     if has_mpl:  # the features report: 2-D map and bar charts (tests/test_report.py: details)
-        assert {"index.html", "map.png", "clusters.png"} <= {p.name for p in report.iterdir()}
+        # exactly these: no empty thumbs/ folder for a features file (issue 27)
+        assert {p.name for p in report.iterdir()} == {"index.html", "map.png", "clusters.png"}
         assert (report / "index.html").read_text().count('<section class="cluster"') == 3
     header, rows = _read_csv(out)
     assert header == ["index", "cluster", "confidence"]

@@ -92,10 +92,39 @@ def test_features_report_has_figures(tmp_path):
         tmp_path / "rep", X, labels, np.full(60, 0.9), K, ids=[f"r{i}" for i in range(60)]
     )
     page = open(index).read()
-    assert page.count('<section class="cluster"') == K and "r0 <small>" in page
+    assert page.count('<section class="cluster"') == K
     for name in ("map.png", "clusters.png"):
         with Image.open(tmp_path / "rep" / name) as figure:
             assert figure.format == "PNG" and figure.size[0] > 300
+    # no thumbnails for features: no empty thumbs/ folder (issue 27)
+    assert sorted(os.listdir(tmp_path / "rep")) == ["clusters.png", "index.html", "map.png"]
+
+
+def test_features_report_names_rows_and_confidences_in_words(tmp_path):
+    """An entry reads "row 257, confidence 0.982" (or "id r257 (row 257), ..."): a row index
+    is never shown as a bare number beside a rank, as in "1. 257 (0.982)" (issue 27)."""
+    pytest.importorskip("matplotlib", reason="the report of a features file needs matplotlib")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    labels = np.zeros(300, dtype=int)
+    conf = np.full(300, 0.5)
+    conf[257], conf[3] = 0.982, 0.123  # the most and the least confident rows
+    page = open(write_features_report(tmp_path / "plain", X, labels, conf, 1)).read()
+    entries = re.findall(r"<li>(.*?)</li>", page)
+    assert entries[0] == "row 257, confidence 0.982" and entries[-1] == "row 3, confidence 0.123"
+    assert all(re.fullmatch(r"row \d+, confidence [01]\.\d{3}", e) for e in entries), entries
+    assert "<ol" not in page  # no rank numbers beside the row numbers
+
+    ids = [f"r{i}" for i in range(300)]
+    page = open(write_features_report(tmp_path / "ids", X, labels, conf, 1, ids=ids)).read()
+    entries = re.findall(r"<li>(.*?)</li>", page)
+    assert entries[0] == "id r257 (row 257), confidence 0.982"
+    assert entries[-1] == "id r3 (row 3), confidence 0.123"
+
+
+def test_image_report_still_writes_thumbnails_folder(image_report):
+    out, paths = image_report
+    assert len(os.listdir(out / "thumbs")) == len(paths)
 
 
 def _chromium():

@@ -10,7 +10,10 @@ clusters. The page opens from disk in any browser: no server, no script, no inte
 * Features (:func:`write_features_report`): a 2-D map of the features coloured by cluster
   (PCA, or UMAP when ``umap-learn`` is installed) and the clusters' sizes and mean confidence
   as PNG figures (matplotlib, drawn without pyplot so the user's backend is left alone), then
-  the same per-cluster sections with the ids of the most and least confident rows.
+  the same per-cluster sections listing the most and least confident rows, each entry
+  labelled in words ("row 257, confidence 0.982"; "id cat_12 (row 257), confidence 0.982"
+  for a file with an id column), so a row index is never mistaken for a rank. No
+  ``thumbs/`` folder is written for a features file.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ figure { margin: 0; width: THUMBpx; text-align: center; }
 figure img { max-width: THUMBpx; max-height: THUMBpx; display: block; margin: 0 auto; }
 figcaption { font-size: .7em; color: #555; overflow-wrap: anywhere; }
 img.plot { max-width: 100%; border: 1px solid #ddd; background: #fff; margin: .5em 0; }
-ol.ids { font-size: .85em; columns: 3; }
+ul.ids { font-size: .85em; columns: 3; }
 """.replace("THUMB", str(THUMB_SIZE))
 
 
@@ -114,14 +117,18 @@ def summarize_clusters(labels, confidence, n_clusters, n_show=N_SHOW):
     return summaries
 
 
-def _prepare(out_dir):
-    """Create ``out_dir`` (its parent must exist) and an empty ``out_dir/thumbs``."""
+def _prepare(out_dir, thumbs):
+    """Create ``out_dir`` (its parent must exist), and an empty ``out_dir/thumbs`` when
+    ``thumbs`` (the image report; a features report has no thumbnails)."""
     out_dir = os.fspath(out_dir)
     parent = os.path.dirname(os.path.abspath(out_dir))
     if not os.path.isdir(parent):
         raise ValueError(f"cannot write the report in {out_dir!r}: {parent!r} does not exist")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ValueError(f"the report goes in a folder; {out_dir!r} is a file")
+    os.makedirs(out_dir, exist_ok=True)
+    if not thumbs:
+        return out_dir
     os.makedirs(os.path.join(out_dir, "thumbs"), exist_ok=True)
     for name in os.listdir(os.path.join(out_dir, "thumbs")):  # ours, from an earlier report
         if name.endswith(".jpg"):
@@ -218,7 +225,7 @@ def write_image_report(out_dir, paths, labels, confidence, n_clusters, *, title=
     >>> open(index).read().count('<section class="cluster"')
     2
     """
-    out_dir = _prepare(out_dir)
+    out_dir = _prepare(out_dir, thumbs=True)
     summaries = summarize_clusters(labels, confidence, n_clusters)
     confidence = np.asarray(confidence, dtype=float)
     esc = html.escape
@@ -346,7 +353,9 @@ def write_features_report(out_dir, X, labels, confidence, n_clusters, *, ids=Non
     n_clusters : int
         K.
     ids : array-like of shape (n_samples,), default=None
-        Row names shown in the lists (row indices when ``None``).
+        Row names shown in the lists beside the row index (``None``: the row index alone).
+        Entries read "row 257, confidence 0.982", or "id cat_12 (row 257), confidence
+        0.982" with ``ids``, by decreasing confidence and without rank numbers.
     title : str, default=None
         The page title.
 
@@ -364,25 +373,27 @@ def write_features_report(out_dir, X, labels, confidence, n_clusters, *, ids=Non
     >>> labels = (X[:, 0] > 0).astype(int)
     >>> index = write_features_report(tempfile.mkdtemp(), X, labels, np.ones(30), 2)
     >>> sorted(os.listdir(os.path.dirname(index)))
-    ['clusters.png', 'index.html', 'map.png', 'thumbs']
+    ['clusters.png', 'index.html', 'map.png']
+    >>> page = open(index).read()
+    >>> page[page.index("most confident rows"):].split("</li>")[0]
+    'most confident rows</h3><ul class="ids most"><li>row 2, confidence 1.000'
     """
-    out_dir = _prepare(out_dir)
+    out_dir = _prepare(out_dir, thumbs=False)
     summaries = summarize_clusters(labels, confidence, n_clusters)
     method = _figures(out_dir, X, labels, summaries, n_clusters)
     confidence = np.asarray(confidence, dtype=float)
-    names = np.arange(len(X)) if ids is None else np.asarray(ids)
+    ids = None if ids is None else np.asarray(ids)
     esc = html.escape
 
-    def listing(indices):
-        return "".join(
-            f"<li>{esc(str(names[i]))} <small>({confidence[i]:.3f})</small></li>" for i in indices
-        )
+    def entry(i):
+        row = f"row {i}" if ids is None else f"id {esc(str(ids[i]))} (row {i})"
+        return f"<li>{row}, confidence {confidence[i]:.3f}</li>"
 
     def body(s):
-        parts = [f'<h3>most confident rows</h3><ol class="ids most">{listing(s.most)}</ol>']
+        parts = [f'<h3>most confident rows</h3><ul class="ids most">{_join(entry, s.most)}</ul>']
         if len(s.least):
             parts.append(
-                f'<h3>least confident rows</h3><ol class="ids least">{listing(s.least)}</ol>'
+                f'<h3>least confident rows</h3><ul class="ids least">{_join(entry, s.least)}</ul>'
             )
         return "".join(parts)
 
@@ -392,7 +403,8 @@ def write_features_report(out_dir, X, labels, confidence, n_clusters, *, ids=Non
     )
     intro = (
         f"{len(X)} rows of {X.shape[1]} features in {n_clusters} clusters, largest first. "
-        f"Map: {method}. Confidence: the largest predicted cluster probability of a row."
+        f"Map: {method}. Confidence: the largest predicted cluster probability of a row; rows "
+        "are listed by decreasing confidence and named by their 0-based row index in the file."
     )
     page = _page(title or "skcce clusters", intro, summaries, body, extra)
     index = os.path.join(out_dir, "index.html")

@@ -1,8 +1,12 @@
-"""``skcce cluster PATH --n-clusters K``: cluster a folder of images from the command line.
+"""``skcce cluster PATH --n-clusters K``: cluster a folder of images, or the rows of a features
+file, from the command line.
 
-Features come from a frozen timm backbone (:class:`~skcce._feature_extraction.FeatureExtractor`)
-and are clustered by :class:`~skcce.CCEClustering`; the result is a CSV with the columns
-``path,cluster,confidence`` (confidence = the largest predicted cluster probability).
+For a folder, features come from a frozen timm backbone
+(:class:`~skcce._feature_extraction.FeatureExtractor`) and are clustered by
+:class:`~skcce.CCEClustering`; the result is a CSV with the columns ``path,cluster,confidence``
+(confidence = the largest predicted cluster probability). For a features file (``.npy``,
+``.npz``, ``.csv``, ``.parquet``) its rows are clustered as they are, and the CSV's first
+column is the row index or the file's id column.
 
 The top-level ``skcce`` command wires this in with :func:`add_cluster_parser`; the same command
 runs on its own through :func:`cluster_main`.
@@ -40,6 +44,10 @@ _DESCRIPTION = (
     "index (or the id column),cluster,confidence. Pretrained weights are downloaded on first "
     "use; offline, pass --weights FILE or use a Hugging Face cache with HF_HUB_OFFLINE=1."
 )
+
+
+#: The ``cluster`` line of ``skcce --help``: both kinds of input.
+SUMMARY = "cluster a folder of images, or a features file (.npy, .npz, .csv, .parquet)"
 
 
 def find_images(root):
@@ -107,9 +115,7 @@ def add_cluster_parser(subparsers):
     >>> args.n_clusters, args.model, args.out, args.func.__name__
     (5, 'resnet50', 'labels.csv', 'run_cluster')
     """
-    parser = subparsers.add_parser(
-        "cluster", help="cluster a folder of images", description=_DESCRIPTION
-    )
+    parser = subparsers.add_parser("cluster", help=SUMMARY, description=_DESCRIPTION)
     _add_arguments(parser)
     parser.set_defaults(func=run_cluster)
     return parser
@@ -141,8 +147,8 @@ def _add_arguments(parser):
         "--out",
         "-o",
         default="labels.csv",
-        help="output CSV with columns path,cluster,confidence; '-' for stdout "
-        "(default: labels.csv)",
+        help="output CSV with columns path,cluster,confidence (for a features file: index or "
+        "the id column,cluster,confidence); '-' for stdout (default: labels.csv)",
     )
     parser.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
     parser.add_argument(
