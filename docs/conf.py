@@ -5,6 +5,7 @@ docs/_build/html``. The gallery scripts in ``examples/`` are executed during the
 ``-D plot_gallery=0`` for a quick build without running them.
 """
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -47,6 +48,11 @@ exclude_patterns = [
     "auto_examples/*.json",
     "auto_examples/*.md5",
     "sg_execution_times.rst",
+    # the gallery's timing table: a page that loads jQuery and DataTables from CDNs
+    "auto_examples/sg_execution_times.rst",
+    # (also applied to the static files) MathJax's latest.js, whose job is to fetch MathJax
+    # from a CDN: never referenced, not shipped
+    "mathjax/latest.js",
 ]
 
 # ----- autodoc / autosummary / numpydoc ----------------------------------------------------
@@ -81,10 +87,39 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
 }
 
+# ----- Maths, offline (issue 27) ------------------------------------------------------------
+# sphinx.ext.mathjax loads MathJax from a CDN by default: a site opened without network (the
+# users of skcce often work on air-gapped GPU machines) would show raw TeX. The site serves
+# its own copy instead: MathJax 3.2.2 as shipped by the sphinx-mathjax-offline package (in the
+# docs extra). Only its files are used (copied to _static/mathjax/ as a static path), not its
+# extension, so that the component is ours to choose: tex-svg.js, whose glyphs are inside the
+# script (no web-font files to fetch, which a browser may refuse on a file:// page).
+# docs/check_offline.py (run by .ci/run on the built site) fails on any remote script or
+# stylesheet; tests/test_docs_offline.py checks these settings.
+MATHJAX_PACKAGE = "sphinx-mathjax-offline"
+MATHJAX_COMPONENT = "tex-svg.js"
+
+
+def _mathjax_static_dir():
+    """The folder that holds the packaged MathJax (as ``mathjax/``), or an error naming it."""
+    spec = importlib.util.find_spec(MATHJAX_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise RuntimeError(
+            f"the docs render maths with a local MathJax from {MATHJAX_PACKAGE!r}: "
+            'pip install -e ".[docs]"'
+        )
+    static = Path(spec.origin).parent / "static"
+    if not (static / "mathjax" / MATHJAX_COMPONENT).is_file():
+        raise RuntimeError(f"{MATHJAX_PACKAGE!r} has no mathjax/{MATHJAX_COMPONENT} in {static}")
+    return static
+
+
+mathjax_path = f"mathjax/{MATHJAX_COMPONENT}"  # relative: served from the site's _static/
+
 # ----- HTML --------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"skcce {release}"
-html_static_path = []
+html_static_path = [str(_mathjax_static_dir())]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
