@@ -1,0 +1,242 @@
+"""The data sets of ``benchmarks/bench_ordinary.py`` (issue 24): what users bring.
+
+``SETS`` maps a set's name to a builder ``builder(seed) -> (X, y, description)``;
+:func:`build` ``(name, seed)`` calls it. ``seed`` draws the data where it is random (the
+blobs), and the class order and the subsample of the long-tailed sets; fixed data (iris, the
+balanced raw sets, the CNN embeddings, whose CNN is trained with seed 0) ignores it. Every
+builder is deterministic.
+
+Sets that need Fashion-MNIST (Debian's ``dataset-fashion-mnist``, or the files under
+``skcce.datasets.get_data_home()``) raise :class:`Unavailable` when it is missing; the
+others never touch it. ``NEEDS_FASHION_MNIST`` names them.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_digits,
+    load_iris,
+    load_wine,
+    make_blobs,
+)
+from sklearn.preprocessing import StandardScaler
+
+#: Epochs of the CNN of bench_embeddings.py (its ``--cnn-epochs`` default, the one its main uses).
+CNN_EPOCHS = 2
+#: The classes the "unseen" CNN is trained on; the set keeps the test images of the others.
+SEEN = (0, 1, 2, 3, 4)
+
+
+class Unavailable(RuntimeError):
+    """The set's source data is not installed (the benchmark skips the set with a note)."""
+
+
+# ----------------------------------------------------------------------------- sources
+
+
+@lru_cache(maxsize=1)
+def _fmnist_test():
+    """Fashion-MNIST test split: (10000, 784) float32 in [0, 1], labels int64."""
+    from skcce.datasets import load_dataset
+
+    try:
+        X, y = load_dataset("fashion-mnist", split="test")
+    except FileNotFoundError as exc:
+        raise Unavailable(
+            "Fashion-MNIST is not installed (Debian's dataset-fashion-mnist, or the IDX files "
+            "in skcce.datasets.get_data_home())"
+        ) from exc
+    X = X.reshape(len(X), -1).astype(np.float32) / np.float32(255.0)
+    return X, y.astype(np.int64)
+
+
+@lru_cache(maxsize=2)
+def _cnn(classes):
+    """Test-split CNN embeddings of bench_embeddings.py (cached there in benchmarks/.cache)."""
+    _fmnist_test()  # Unavailable before bench_embeddings tries to train
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_embeddings import cnn_embeddings
+
+    Z, y, info = cnn_embeddings(None if classes is None else list(classes), CNN_EPOCHS)
+    return np.asarray(Z), np.asarray(y).astype(np.int64), info
+
+
+def long_tail_sizes(n_max, r, n_classes=10):
+    """Class sizes ``floor(n_max * r ** (-rank / (n_classes - 1)))`` for rank 0..n_classes-1."""
+    return [
+        int(math.floor(n_max * r ** (-rank / (n_classes - 1)) + 1e-9)) for rank in range(n_classes)
+    ]
+
+
+def long_tail(X, y, r, seed):
+    """A long-tailed subset of (X, y) with imbalance ratio ``r``.
+
+    The classes get ranks 0..K-1 in an order drawn from ``seed``; the class of rank ``j`` keeps
+    ``floor(n_max * r ** (-j / (K - 1)))`` of its rows, drawn without replacement with ``seed``,
+    where ``n_max`` is the smallest class count (so every class has that many available).
+    Rows keep their original order. Returns ``(X_sub, y_sub, sizes)`` with ``sizes`` a dict
+    ``{class: size}``.
+    """
+    classes, counts = np.unique(y, return_counts=True)
+    n_max = int(counts.min())
+    sizes = long_tail_sizes(n_max, r, len(classes))
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(classes)  # order[j] gets rank j
+    keep, by_class = [], {}
+    for rank, c in enumerate(order):
+        rows = np.flatnonzero(y == c)
+        keep.append(rng.choice(rows, size=sizes[rank], replace=False))
+        by_class[int(c)] = sizes[rank]
+    idx = np.sort(np.concatenate(keep))
+    return X[idx], y[idx], dict(sorted(by_class.items()))
+
+
+def _describe_tail(base, r, sizes, seed):
+    shown = ", ".join(f"{c}:{s}" for c, s in sorted(sizes.items(), key=lambda kv: -kv[1]))
+    return f"{base}, long-tailed r = {r} (class:size with seed {seed}: {shown})"
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+def _blobs5(seed):
+    X, y = make_blobs(3000, centers=5, random_state=seed)
+    return X, y, "make_blobs(3000, centers=5), 2-D"
+
+
+def _varied(seed):
+    X, y = make_blobs(3000, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5], random_state=seed)
+    return X, y, "make_blobs(3000, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5]), 2-D"
+
+
+def _imbalanced(seed):
+    X, y = make_blobs(
+        n_samples=[1000, 500, 200, 100, 50], centers=None, cluster_std=1.0, random_state=seed
+    )
+    return X, y, "make_blobs(n_samples=[1000, 500, 200, 100, 50], cluster_std=1.0), 2-D"
+
+
+def _aniso(seed):
+    X, y = make_blobs(1500, centers=3, random_state=seed)
+    X = X @ np.array([[0.6, -0.6], [-0.4, 0.8]])
+    return X, y, "make_blobs(1500, centers=3) @ [[0.6, -0.6], [-0.4, 0.8]] (anisotropic), 2-D"
+
+
+def _blobs20d(seed):
+    X, y = make_blobs(3000, n_features=20, centers=8, random_state=seed)
+    return X, y, "make_blobs(3000, n_features=20, centers=8), 20-D"
+
+
+def _digits_lt(r):
+    def builder(seed):
+        X, y = load_digits(return_X_y=True)
+        X, y, sizes = long_tail(X.astype(np.float64), y, r, seed)
+        return X, y, _describe_tail("digits, raw pixels", r, sizes, seed)
+
+    return builder
+
+
+def _fmnist_lt(r):
+    def builder(seed):
+        X, y = _fmnist_test()
+        X, y, sizes = long_tail(X, y, r, seed)
+        return (
+            X,
+            y,
+            _describe_tail("Fashion-MNIST test split, 784 pixels in [0, 1]", r, sizes, seed),
+        )
+
+    return builder
+
+
+def _cnn_lt(r):
+    def builder(seed):
+        Z, y, _ = _cnn(None)
+        Z, y, sizes = long_tail(Z, y, r, seed)
+        base = f"256-d CNN embeddings of the Fashion-MNIST test split ({CNN_EPOCHS} epochs)"
+        return Z, y, _describe_tail(base, r, sizes, seed)
+
+    return builder
+
+
+def _cnn_balanced(seed):
+    Z, y, info = _cnn(None)
+    return (
+        Z,
+        y,
+        f"256-d CNN embeddings of the Fashion-MNIST test split, all 10 classes ({info})",
+    )
+
+
+def _cnn_unseen(seed):
+    Z, y, info = _cnn(SEEN)
+    keep = ~np.isin(y, SEEN)
+    return (
+        Z[keep],
+        y[keep],
+        "256-d embeddings of a CNN trained on classes 0-4, test images of classes 5-9 "
+        f"(never seen by the CNN; {info})",
+    )
+
+
+def _standardised(loader, name):
+    def builder(seed):
+        X, y = loader(return_X_y=True)
+        return StandardScaler().fit_transform(X), y, f"{name}, standardised"
+
+    return builder
+
+
+def _digits(seed):
+    X, y = load_digits(return_X_y=True)
+    return X.astype(np.float64), y, "digits, all 1797, raw pixels"
+
+
+def _fmnist10k(seed):
+    X, y = _fmnist_test()
+    return X, y, "Fashion-MNIST test split (10 000), 784 pixels in [0, 1]"
+
+
+#: name -> builder(seed) -> (X, y, description); cheap sets first.
+SETS = {
+    "blobs5": _blobs5,
+    "varied": _varied,
+    "imbalanced": _imbalanced,
+    "aniso": _aniso,
+    "blobs20d": _blobs20d,
+    "iris": _standardised(load_iris, "iris"),
+    "wine": _standardised(load_wine, "wine"),
+    "breast_cancer": _standardised(load_breast_cancer, "breast cancer"),
+    "digits": _digits,
+    "digits-lt10": _digits_lt(10),
+    "digits-lt100": _digits_lt(100),
+    "fmnist-lt10": _fmnist_lt(10),
+    "fmnist-lt100": _fmnist_lt(100),
+    "fmnist10k": _fmnist10k,
+    "cnn": _cnn_balanced,
+    "cnn-unseen": _cnn_unseen,
+    "cnn-lt10": _cnn_lt(10),
+    "cnn-lt100": _cnn_lt(100),
+}
+
+#: Sets that need the Fashion-MNIST files.
+NEEDS_FASHION_MNIST = frozenset(
+    {"fmnist-lt10", "fmnist-lt100", "fmnist10k", "cnn", "cnn-unseen", "cnn-lt10", "cnn-lt100"}
+)
+
+
+def build(name, seed):
+    """``(X, y, description)`` of the set ``name`` drawn with ``seed`` (see :data:`SETS`)."""
+    try:
+        builder = SETS[name]
+    except KeyError:
+        raise KeyError(f"unknown set {name!r}; known: {', '.join(SETS)}") from None
+    X, y, description = builder(seed)
+    return np.asarray(X), np.asarray(y).astype(np.int64), description
