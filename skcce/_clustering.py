@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -16,6 +15,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from skcce._advice import collapse_message, small_clusters
 from skcce._engine import _checkpoint
 from skcce._engine._batched import applies as batched_applies
 from skcce._engine._batched import run_batched
@@ -26,8 +26,10 @@ from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
 from skcce._engine._inference import infer_proba
 from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
+from skcce._engine._select import choose
 from skcce._engine._threads import thread_limit
 from skcce._engine._train import FitInterruptedWarning, TrainConfig, run_single
+from skcce._warn import warn
 from skcce.metrics import mutual_information
 from skcce.models import _defaults
 from skcce.solvers import METHODS as SOLVER_METHODS
@@ -90,8 +92,15 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     loss : {"collision", "shannon", "reverse"}, default="collision"
         Cross-entropy used in both steps: collision :math:`H_2(y,\sigma)`; Shannon
         :math:`H(y,\sigma)` and reverse :math:`H(\sigma,y)` for the paper's comparisons.
-    prior : array-like of shape (n_clusters,), default=None
-        Class prior ``u`` of the fairness terms; uniform when None.
+    prior : None, "auto" or array-like of shape (n_clusters,), default=None
+        Class prior ``u`` of the fairness terms (the cluster proportions they pull
+        towards). None: uniform, the paper's balanced clusters. An array: the proportions
+        of the cluster *sizes*, a multiset: which cluster gets which value is decided during
+        training, by rank of the clusters' current mass (the largest value to the largest
+        cluster). ``"auto"``: the proportions are estimated during training (an online
+        mean of the pseudo-labels over the last epoch, at least 1 % a cluster:
+        :mod:`skcce._engine._prior`), for data whose classes differ in size. ``prior_``
+        is the prior in force at the end.
     fairness_weight : float, default=1.3
         Weight :math:`w_f` of the fairness term on the mean prediction in the network loss
         (supplement 4.2: "1.3 as the weight of fairness term"). 0 gives the bare Algorithm 1.
@@ -126,10 +135,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     backbone_learning_rate : float, default=None
         Separate learning rate of a pretrained backbone (supplement Table 4: 1e-5).
     weight_decay : float or "auto", default="auto"
-        L2 weight decay of the optimiser. ``"auto"``: 0.1 for the linear head (supplement
-        4.2: 0.001-0.02 on ResNet-50 features; a stronger decay was the largest single
-        improvement on raw digits pixels, docs/user_guide.md, "Defaults"), 0.01 for every
-        other model (supplement Table 2).
+        L2 weight decay of the optimiser. ``"auto"``: for the linear head
+        ``0.1 * min(1, n_features / 64)`` (:func:`skcce.models._defaults.linear_weight_decay`:
+        0.1 on 64 features and more, where a strong decay was the largest single improvement
+        on raw digits pixels, docs/user_guide.md, "Defaults"; less on fewer features, where
+        the normalised samples are shorter and a head needs larger weights, e.g. 0.003 on
+        2-D data), 0.01 for every other model (supplement Table 2).
     batch_size : int or "auto", default="auto"
         Mini-batch size; the pseudo-labels are solved per batch. ``"auto"``: 250 for the
         linear head, 100 for every other model.
@@ -157,8 +168,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Weight of the extra cross-entropy between the augmented view and the pseudo-label.
     n_init : int or "auto", default="auto"
         Independent restarts; the one with the fewest empty clusters and, among those, the
-        highest :meth:`score` on the training data (label-free mutual information) is
-        kept. "auto": for the linear head, 10 restarts when ``n_samples < 10_000`` (small
+        one whose labels agree most with the other restarts' (mean adjusted Rand index,
+        :mod:`skcce._engine._select`; with fewer than 3 restarts, the highest :meth:`score`
+        on the training data) is kept. "auto": for the linear head, 10 restarts when
+        ``n_samples < 10_000`` (small
         data: restarts are cheap and a single linear head is sensitive to its
         initialisation) and 1 otherwise (large data: one run is already well above KMeans
         on Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time; see
@@ -219,7 +232,15 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         together, the epoch of all of them).
     train_score_ : float
         :meth:`score` of the kept restart on the training data (the label-free mutual
-        information that chose it among the restarts).
+        information; it chooses among fewer than 3 restarts).
+    restart_agreement_ : ndarray of shape (n_completed_restarts,)
+        Each completed restart's mean adjusted Rand index with the other restarts (in run
+        order; zeros with fewer than 3 restarts): the kept restart has the highest among
+        those with the fewest empty clusters.
+    prior_ : ndarray of shape (n_clusters,)
+        The class prior in force at the end of the kept restart (uniform for
+        ``prior=None``; the user's proportions as matched to the clusters; the estimate for
+        ``prior="auto"``).
     module_ : torch.nn.Module
         The trained network (on the training device).
     n_features_in_ : int
@@ -295,7 +316,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "lam": [Interval(Real, 0, None, closed="left")],
         "fairness": [StrOptions({"reverse", "forward"})],
         "loss": [StrOptions({"collision", "shannon", "reverse"})],
-        "prior": ["array-like", None],
+        "prior": ["array-like", StrOptions({"auto"}), None],
         "fairness_weight": [Interval(Real, 0, None, closed="left")],
         "model": [StrOptions(set(_MODEL_NAMES)), torch.nn.Module, callable],
         "init": [StrOptions({"auto", "random", "kmeans"}), "array-like"],
@@ -413,15 +434,39 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         return X
 
     def _check_prior(self):
+        """``(kind, values)`` of ``prior`` (:mod:`skcce._engine._prior`): ``("uniform",
+        None)``, ``("auto", None)`` or ``("match", proportions)``, the user's array converted
+        once here (any array-like: lists, tensors, views of any strides or order, float32) to
+        a contiguous float64 array that sums to 1."""
         if self.prior is None:
-            return None
-        prior = np.asarray(self.prior, dtype=np.float64)
+            return "uniform", None
+        if isinstance(self.prior, str):  # "auto": the parameter constraints allow no other
+            return "auto", None
+        raw = self.prior
+        if isinstance(raw, torch.Tensor):
+            raw = raw.detach().cpu()
+        try:
+            prior = np.array(raw, dtype=np.float64)  # a copy, C-contiguous
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"prior must be None, 'auto' or an array of {self.n_clusters} proportions "
+                f"(n_clusters); got {self.prior!r:.80}"
+            ) from exc
         if prior.shape != (self.n_clusters,):
             raise ValueError(
                 f"prior must have shape ({self.n_clusters},) (n_clusters); got {prior.shape}"
             )
-        if not np.isfinite(prior).all() or (prior < 0).any() or abs(prior.sum() - 1) > 1e-6:
-            raise ValueError("prior must be a probability vector (non-negative, summing to 1)")
+        bad = np.flatnonzero(~np.isfinite(prior) | (prior < 0))
+        if bad.size:
+            raise ValueError(
+                f"prior must be a probability vector (non-negative, summing to 1); entries "
+                f"{bad.tolist()[:10]} are negative, NaN or infinite"
+            )
+        if abs(prior.sum() - 1) > 1e-6 * max(1, self.n_clusters):
+            raise ValueError(
+                "prior must be a probability vector (non-negative, summing to 1); it sums to "
+                f"{prior.sum():.6g}"
+            )
         zeros = np.flatnonzero(prior == 0)
         if zeros.size and self.fairness == "forward" and self.fairness_weight > 0:
             raise ValueError(
@@ -430,7 +475,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 "there (a softmax is never exactly 0); use fairness='reverse' (KL(prior || .) "
                 "allows zeros), fairness_weight=0, or a prior without zeros"
             )
-        return prior
+        return "match", prior / prior.sum()
 
     def _augment_fn(self, augment, input_shape):
         if augment is None:
@@ -448,24 +493,26 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         limits = {"solver_tol": self.solver_tol, "solver_max_iter": self.solver_max_iter}
         for old, new in _RENAMED.items():
             if getattr(self, old) != "deprecated":
-                warnings.warn(
+                warn(
                     f"'{old}' was renamed '{new}' in 0.2 and will be removed in 0.4; "
                     f"use {new}={getattr(self, old)!r}",
                     FutureWarning,
-                    stacklevel=4,
                 )
                 limits[new] = getattr(self, old)
         return float(limits["solver_tol"]), int(limits["solver_max_iter"])
 
-    def _config(self, device, input_shape, settings, solve_threads=1):
+    def _config(self, device, input_shape, settings, solve_threads=1, n_samples=1):
         """TrainConfig from the parameters, with the "auto" ones taken from ``settings``."""
         solver_tol, solver_max_iter = self._solver_limits()
+        prior_kind, prior = self._check_prior()
         return TrainConfig(
             n_clusters=self.n_clusters,
             lam=float(self.lam),
             fairness=self.fairness,
             loss=self.loss,
-            prior=self._check_prior(),
+            prior=prior,
+            prior_kind=prior_kind,
+            n_samples=int(n_samples),
             fairness_weight=float(self.fairness_weight),
             optimizer=settings["optimizer"],
             learning_rate=float(settings["learning_rate"]),
@@ -497,12 +544,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             self.model,
             n,
             images=X.ndim > 2,  # the image layouts (2-D X is "flat")
+            n_features=X.shape[1] if X.ndim == 2 else None,
         )
         init = _defaults.check_init(settings["init"], self.init, self.model, self.n_clusters, X)
         ctx = resolve_distributed(self.distributed)
         device = local_device(resolve_device(self.device), ctx)
         prepared = prepare(X, self.model)
-        cfg = self._config(device, prepared.input_shape, settings, solve_threads)
+        cfg = self._config(device, prepared.input_shape, settings, solve_threads, n)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
@@ -586,23 +634,26 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         sk = next((c for c in callbacks if isinstance(c, SklearnCallbacks)), None)
         if sk is not None:
             sk.root.call_on_fit_task_begin(estimator=self, X=X)
-        best = result = None
+        finished, result = [], None
         if resume is not None:
             inputs, device = plan.prepared.inputs, plan.cfg.device
-            best = resume.best(plan.build, X, inputs, device, plan.ctx, self.n_clusters)
-        for result in self._restarts(X, plan, callbacks, resume, bool(best)):
-            best = Best.keep(best, result, plan.cfg.prior)
+            finished = resume.finished(plan.build, X, inputs, device, plan.ctx, self.n_clusters)
+        for result in self._restarts(X, plan, callbacks, resume, bool(finished)):
+            record = Best.of(result)
+            if record is not None:
+                finished.append(record)
             for callback in callbacks:
-                callback.on_run_end(result, best)
+                callback.on_run_end(result, finished)
             if result.interrupted:
                 break
+        best, agreement = choose(finished)
         if best is None:  # Ctrl-C before the first completed epoch
             raise KeyboardInterrupt
         if sk is not None:
             sk.root.call_on_fit_task_end(estimator=self, X=X)
         if result is not None and result.interrupted:
             self._warn_interrupted(result, best, plan.n_init)
-        self._set_fitted(plan, best)
+        self._set_fitted(plan, best, finished, agreement)
         return self
 
     def _restarts(self, X, plan, callbacks, resume, resumed_best):
@@ -635,16 +686,15 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             yield result
 
     def _warn_interrupted(self, result, best, n_init):
-        warnings.warn(
+        warn(
             f"fit was interrupted (KeyboardInterrupt) after {len(result.history)} completed "
             f"epoch(s) of restart {result.run + 1}/{n_init}; the fitted state is the best of "
             f"the completed work ({len(best.history)} epoch(s) in history_)"
             + (f"; resume with fit and checkpoint={self.checkpoint!r}" if self.checkpoint else ""),
             FitInterruptedWarning,
-            stacklevel=4,
         )
 
-    def _set_fitted(self, plan, best):
+    def _set_fitted(self, plan, best, finished, agreement):
         """Write the fitted attributes (last: a failure before leaves no half-fitted state)."""
         labels = best.proba.argmax(axis=1)
         self.device_ = plan.cfg.device
@@ -665,49 +715,44 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.augment_ = settings["augment"]
         self.n_init_ = int(plan.n_init)
         if plan.diverged:
-            warnings.warn(
+            warn(
                 f"{len(plan.diverged)} of {plan.n_init} restarts diverged (the network's "
                 f"outputs became non-finite; restarts {plan.diverged[:10]}) and were skipped; "
                 "a smaller learning_rate avoids this",
                 ConvergenceWarning,
-                stacklevel=4,
             )
-        empty = np.setdiff1d(np.arange(self.n_clusters), labels)
-        if plan.cfg.prior is not None:  # a cluster of zero prior is meant to stay empty
-            empty = empty[plan.cfg.prior[empty] > 0]
-        if empty.size:
-            warnings.warn(self._collapse_message(empty), ConvergenceWarning, stacklevel=4)
+        self.prior_ = (
+            np.full(self.n_clusters, 1.0 / self.n_clusters) if best.prior is None else best.prior
+        )
+        self.restart_agreement_ = agreement
+        self._warn_small_clusters(plan, finished)
 
-    def _collapse_message(self, empty):
-        """The ConvergenceWarning of a fit whose every restart ended with an empty cluster."""
-        every = (
-            f"every one of the {self.n_init_} restarts ended with an empty cluster"
-            if self.n_init_ > 1
-            else "the restart ended with an empty cluster"
-        )
-        augment = self.augment_
-        if not (augment is None or isinstance(augment, str)):
-            augment = "callable"
-        now = (
-            f"fairness_weight={self.fairness_weight}, lam={self.lam}, "
-            f"learning_rate={self.learning_rate_:g}, optimizer={self.optimizer_!r}, "
-            f"init={self.init_ if isinstance(self.init_, str) else 'array'!r}, "
-            f"augment={augment!r}"
-        )
-        if _defaults.regime(self.model) == "linear":
-            advice = (
-                "a larger fairness_weight or lam, init='kmeans', a smaller learning_rate, "
-                "or more restarts (n_init)"
-            )
-        else:
-            advice = (
-                "optimizer='adam' with a smaller learning_rate (e.g. 1e-4), augment='default', "
-                "a larger fairness_weight or lam, or a larger batch_size"
-            )
-        return (
-            f"{empty.size} of {self.n_clusters} clusters are empty after fit (clusters "
-            f"{empty.tolist()[:10]}): {every}. This fit used {now}; try {advice}"
-        )
+    def _warn_small_clusters(self, plan, finished):
+        """A ConvergenceWarning when the kept restart has an empty or near-empty cluster."""
+        k = self.n_clusters
+        empty, near = small_clusters(self.labels_, k, self.prior_)
+        if not (empty.size or near.size):
+            return
+        collapsed = [
+            r.run + 1 for r in finished if any(a.size for a in small_clusters(
+                r.proba.argmax(axis=1), k, r.prior))
+        ]  # fmt: skip
+        inits = {plan.build.inits.get(r.run, "random") for r in finished}
+        used = {
+            "fairness_weight": float(self.fairness_weight),
+            "lam": float(self.lam),
+            "learning_rate": self.learning_rate_,
+            "init": inits.pop() if len(inits) == 1 else "mixed",
+            "n_init": self.n_init_,
+            "optimizer": self.optimizer_,
+            "augment": self.augment_,
+            "batch_size": self.batch_size_,
+            "n_clusters": k,
+            "prior": plan.cfg.prior_kind,
+        }
+        linear = _defaults.regime(self.model) == "linear"
+        message = collapse_message(empty, near, (collapsed, len(finished)), linear, used)
+        warn(message, ConvergenceWarning)
 
     def predict_proba(self, X):
         """Soft cluster assignments: the softmax of the network's logits.

@@ -14,7 +14,6 @@ import difflib
 import logging
 import math
 import os
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -25,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._io import one_line
+from skcce._warn import warn
 
 __all__ = ["FeatureExtractor", "WeightsUnavailableError"]
 
@@ -650,11 +650,10 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):
                 if not warned and batch.dtype not in (np.uint8, torch.uint8):
                     top = float(batch.max())
                     if top > 1.0 + 1e-3:
-                        warnings.warn(
+                        warn(
                             f"float images are expected in [0, 1] but the values reach {top:.4g}; "
                             "divide by 255 or pass uint8 arrays",
                             UserWarning,
-                            stacklevel=4,
                         )
                         warned = True
                 yield _preprocess_array_batch(batch, config, self.device_)

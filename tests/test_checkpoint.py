@@ -124,7 +124,8 @@ def test_checkpoint_contents(blobs, tmp_path):
     assert state["complete"] and state["run"] == 1
     assert state["fingerprint"]["settings"]["lam"] == 100.0
     assert state["fingerprint"]["data"]["shape"] == (300, 5)
-    score, weights, history, run = state["best"]
+    ((score, weights, history, run, prior),) = state["finished"]
+    assert prior is None  # the uniform prior
     assert run == 0 and len(history) == 2 and set(weights) == {"weight", "bias"}
 
 

@@ -108,7 +108,12 @@ def test_deterministic_same_seed(blobs):
     a = CCEClustering(n_clusters=3, random_state=7, **FAST).fit(X)
     b = CCEClustering(n_clusters=3, random_state=7, **FAST).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
+    # bit for bit: the same process, CPU and libraries
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    # and the seed is what decides: another seed gives another model (a seed that were
+    # ignored in favour of a fixed one would pass the lines above)
+    c = CCEClustering(n_clusters=3, random_state=8, **FAST).fit(X)
+    assert np.abs(c.predict_proba(X) - a.predict_proba(X)).max() > 0.1
 
 
 def test_no_global_seeding(blobs):
@@ -150,17 +155,28 @@ def test_variants_fit(blobs, fairness, loss):
     assert adjusted_rand_score(y, labels) > 0.8
 
 
-def test_adam_and_prior(blobs):
-    X, _ = blobs
-    est = CCEClustering(
-        n_clusters=3,
-        optimizer="adam",
-        learning_rate=1e-2,
-        prior=[0.2, 0.3, 0.5],
-        random_state=0,
-        **FAST,
-    ).fit(X)
-    assert est.labels_.shape == (300,)
+@pytest.mark.parametrize("prior", [(0.75, 0.25), (0.25, 0.75)])
+def test_adam_and_prior(monkeypatch, prior):
+    """optimizer='adam' trains with Adam, and under it a non-uniform prior moves the cluster
+    sizes its way: one Gaussian blob (no structure of its own), the uniform prior's sizes
+    against the skewed prior's (each fit: 3 epochs of 7 batches). Sizes are compared sorted:
+    which cluster takes the larger share is not the point."""
+    steps = []
+    adam_step = torch.optim.Adam.step
+
+    def counted(self, *args, **kwargs):
+        steps.append(1)
+        return adam_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", counted)
+    X = np.random.default_rng(0).normal(size=(400, 2)).astype(np.float32)
+    params = dict(n_clusters=2, optimizer="adam", learning_rate=1e-2, random_state=0, **FAST)
+    uniform = CCEClustering(**params).fit(X)
+    skewed = CCEClustering(**params, prior=prior).fit(X)
+    assert len(steps) == 2 * 3 * 7  # every batch of both fits is an Adam step
+    largest = [np.bincount(est.labels_, minlength=2).max() / len(X) for est in (uniform, skewed)]
+    assert abs(largest[0] - 0.5) < 0.1, largest
+    assert largest[1] > largest[0] + 0.1 and largest[1] > 0.6, largest
 
 
 @pytest.mark.parametrize("prior", [None, (0.7, 0.3), (0.3, 0.7)])
@@ -170,7 +186,11 @@ def test_prior_moves_cluster_sizes_toward_it(prior):
     est = CCEClustering(n_clusters=2, prior=prior, random_state=0, **FAST).fit(X)
     sizes = np.bincount(est.labels_, minlength=2) / len(X)
     target = np.full(2, 0.5) if prior is None else np.asarray(prior)
-    assert np.abs(sizes - target).max() < 0.08, sizes
+    # a prior is a multiset of cluster sizes: the sizes follow it in some order, and
+    # prior_ says which cluster got which value
+    assert np.abs(np.sort(sizes) - np.sort(target)).max() < 0.08, sizes
+    assert np.abs(sizes - est.prior_).max() < 0.08, (sizes, est.prior_)
+    assert sorted(est.prior_.tolist()) == pytest.approx(sorted(target.tolist()))
 
 
 def test_pipeline_and_gridsearch_label_free(blobs):
@@ -247,8 +267,12 @@ def test_cuda_pickle_loads_on_cpu(blobs, fitted, monkeypatch):
     np.testing.assert_array_equal(restored.predict(X), fitted.predict(X))
 
 
-def test_device_cpu_explicit(blobs):
+def test_device_cpu_explicit(blobs, monkeypatch):
+    """device='cpu' is obeyed where 'auto' would choose CUDA (torch.cuda.is_available is made
+    to say True: a device parameter that were ignored would resolve to CUDA here)."""
     X, _ = blobs
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     est = CCEClustering(n_clusters=3, device="cpu", random_state=0, **FAST).fit(X)
     assert est.device_ == torch.device("cpu")
     assert next(est.module_.parameters()).device.type == "cpu"
@@ -382,13 +406,60 @@ def test_vgg4_on_grey_images(tiny_images):
         est.predict(X[:, :27, :27])
 
 
-@pytest.mark.parametrize("augment", [None, "default", lambda x: x.flip(-1)])
-def test_augmentation_on_off(tiny_images, augment):
+def _weights(est):
+    return torch.cat([p.detach().flatten() for p in est.module_.parameters()])
+
+
+@pytest.fixture(scope="module")
+def unaugmented(tiny_images):
+    """The weights of the VGG-4 fit of tiny_images without augmentation."""
+    est = CCEClustering(n_clusters=2, **{**VGG4_ADAM, "augment": None}).fit(tiny_images[0])
+    return _weights(est)
+
+
+@pytest.mark.parametrize(
+    "augment, weight", [(None, 0.5), ("default", 0.5), ("flip", 0.5), ("flip", 0.0)]
+)
+def test_augmentation_on_off(tiny_images, unaugmented, monkeypatch, augment, weight):
+    """Augmentation on (a weight > 0) sees every batch in image space and changes the trained
+    weights (the augmented views' cross-entropy moves them by a few percent); off (None, or a
+    weight of 0) leaves the fit without augmentation bit for bit. Either way a fit is
+    deterministic on CPU. (predict_proba is no measure here: two clusters this far apart give
+    probabilities within 1e-20 of 0 and 1 whatever the weights.)"""
     X, _ = tiny_images
-    est = CCEClustering(n_clusters=2, **{**VGG4_ADAM, "augment": augment, "augment_weight": 0.5})
-    a = est.fit(X).predict_proba(X)
-    b = clone(est).fit(X).predict_proba(X)
-    np.testing.assert_allclose(a, b, atol=1e-6)  # deterministic on CPU, with augmentation too
+    views = []
+
+    def flip(x):
+        views.append(tuple(x.shape))
+        return x.flip(-1)
+
+    if augment == "default":  # count the batches the built-in augmentation is given
+        import skcce.models
+
+        built_in = skcce.models.default_augmentation
+
+        def counting(input_shape):
+            aug = built_in(input_shape)
+
+            def counted(x, **kwargs):
+                views.append(tuple(x.shape))
+                return aug(x, **kwargs)
+
+            return counted
+
+        monkeypatch.setattr(skcce.models, "default_augmentation", counting)
+    chosen = flip if augment == "flip" else augment
+    est = CCEClustering(n_clusters=2, **{**VGG4_ADAM, "augment": chosen, "augment_weight": weight})
+    first = _weights(est.fit(X))
+    seen, views[:] = list(views), []
+    again = _weights(clone(est).fit(X))
+    torch.testing.assert_close(again, first, rtol=0, atol=0)  # same process: bit for bit
+    change = float((first - unaugmented).norm() / unaugmented.norm())
+    if augment is None or weight == 0:
+        assert change == 0.0 and seen == []
+    else:
+        assert change > 0.005, change
+        assert seen and all(shape == (20, 1, 28, 28) for shape in seen), seen  # whole batches
 
 
 def test_image_models_reject_flat_features(blobs):

@@ -31,7 +31,9 @@ def blobs():
 # ----- resolution of "auto" ---------------------------------------------------------------------
 def test_linear_auto_keeps_the_previous_settings(blobs):
     est = CCEClustering(n_clusters=3, random_state=0, max_epochs=1).fit(blobs[0])
-    assert (est.optimizer_, est.learning_rate_, est.weight_decay_) == ("sgd", 0.5, 0.1)
+    d = blobs[0].shape[1]
+    assert (est.optimizer_, est.learning_rate_) == ("sgd", 0.5)
+    assert est.weight_decay_ == pytest.approx(0.1 * min(1, d / 64))  # by the dimension
     assert (est.batch_size_, est.augment_, est.n_init_) == (250, None, 10)
     assert est.init_ in ("random", "kmeans")  # restarts alternate; init_ is the kept one's
     params = est.get_params()
@@ -200,23 +202,53 @@ def test_check_centroids_copies():
 
 # ----- collapse ------------------------------------------------------------------------------
 def test_restart_with_empty_cluster_never_kept_over_one_without():
-    from skcce._engine._callbacks import Best, RunResult
+    from skcce._engine._callbacks import Best
+    from skcce._engine._select import choose
 
-    collapsed = np.array([[0.99, 0.01, 0.0], [0.0, 0.01, 0.99]] * 5)  # cluster 1 empty
+    collapsed = np.array([[0.99, 0.01, 0.0], [0.0, 0.01, 0.99]] * 6)  # cluster 1 empty
     full = np.array([[0.4, 0.3, 0.3], [0.3, 0.4, 0.3], [0.3, 0.3, 0.4]] * 4)
 
-    def result(run, proba, score):
-        return RunResult(run, None, [{"epoch": 0}], proba, score, interrupted=False)
+    def record(run, proba, score):
+        return Best(score, None, [{"epoch": 0}], proba, run)
 
-    best = Best.keep(None, result(0, collapsed, 2.0))
-    best = Best.keep(best, result(1, full, 0.1))  # lower score, but no empty cluster
-    assert best.run == 1
-    assert Best.keep(best, result(2, collapsed, 5.0)).run == 1
-    assert Best.keep(best, result(3, full, 0.2)).run == 3  # then the score decides
-    assert Best.keep(best, result(4, full, 0.05)).run == 1
-    # a cluster of zero prior is meant to be empty: the score decides again
-    prior = np.array([0.5, 0.0, 0.5])
-    assert Best.keep(best, result(5, collapsed, 2.0), prior).run == 5
+    # a lower score, but no empty cluster
+    assert choose([record(0, collapsed, 2.0), record(1, full, 0.1)])[0].run == 1
+    assert choose([record(1, full, 0.1), record(2, collapsed, 5.0)])[0].run == 1
+    # two restarts: no majority to agree with, the score decides
+    assert choose([record(1, full, 0.1), record(3, full, 0.2)])[0].run == 3
+    # a cluster of zero prior (the record's, at the end of its restart) is meant to be
+    # empty: the score decides again
+    meant = record(5, collapsed, 2.0)
+    meant.prior = np.array([0.5, 0.0, 0.5])
+    assert choose([record(1, full, 0.1), meant])[0].run == 5
+
+
+def test_consensus_keeps_the_restart_the_others_agree_with():
+    from skcce._engine._callbacks import Best
+    from skcce._engine._select import agreement, choose
+
+    rng = np.random.default_rng(0)
+    truth = np.repeat(np.arange(3), 20)
+
+    def proba_of(labels):
+        return np.eye(3)[labels] * 0.9 + 0.1 / 3
+
+    def noisy(flips):  # the truth with ``flips`` labels changed
+        labels = truth.copy()
+        idx = rng.choice(len(labels), flips, replace=False)
+        labels[idx] = (labels[idx] + 1) % 3
+        return labels
+
+    odd = np.tile(np.arange(3), 20)  # a partition unlike the others, with the best score
+    runs = [noisy(2), noisy(4), odd, noisy(3), noisy(1)]
+    scores = [0.5, 0.6, 5.0, 0.4, 0.3]
+    records = [
+        Best(s, None, [{}], proba_of(lab), r) for r, (lab, s) in enumerate(zip(runs, scores))
+    ]
+    best, agree = choose(records)
+    assert best.run == 4  # the least noisy copy of the shared partition, not the top score
+    assert agree.argmin() == 2 and agree.shape == (5,)
+    assert agreement([truth, truth, truth]).tolist() == [1.0, 1.0, 1.0]
 
 
 def test_every_restart_collapsed_warning_names_settings():
@@ -224,7 +256,7 @@ def test_every_restart_collapsed_warning_names_settings():
     with pytest.warns(ConvergenceWarning) as record:
         CCEClustering(n_clusters=3, max_epochs=1, n_init=2, random_state=0).fit(X)
     message = " ".join(str(w.message) for w in record if w.category is ConvergenceWarning)
-    assert "every one of the 2 restarts ended with an empty cluster" in message
+    assert "every one of the 2 restarts ended with an empty or near-empty cluster" in message
     for name in ("fairness_weight", "lam", "learning_rate", "init"):
         assert name in message
 

@@ -156,14 +156,12 @@ def test_interrupt_before_any_epoch_gives_an_empty_result(data):
     assert result.interrupted and result.history == [] and result.proba is None
 
 
-def test_best_keeps_the_higher_score():
+def test_record_of_a_restart_needs_a_completed_epoch():
     module = torch.nn.Linear(1, 1)
     proba = np.full((2, 2), 0.5)
-    low = RunResult(0, module, [{}], proba, 0.1)
-    high = RunResult(1, module, [{}], proba, 0.2)
-    best = Best.keep(Best.keep(None, low), high)
-    assert best.run == 1 and Best.keep(best, low) is best
-    assert Best.keep(best, RunResult(2, module, [], None, None, True)) is best
+    record = Best.of(RunResult(1, module, [{}], proba, 0.2))
+    assert (record.run, record.score, record.module) == (1, 0.2, module)
+    assert Best.of(RunResult(2, module, [], None, None, True)) is None
 
 
 # ----- the train step's solver path ---------------------------------------------------------

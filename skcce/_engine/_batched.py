@@ -38,7 +38,7 @@ from torch import nn
 from skcce._engine._callbacks import EpochEnd, RunResult
 from skcce._engine._inference import infer_proba
 from skcce._engine._step import _forward, host_probs, solve_rows
-from skcce._engine._train import make_optimizer
+from skcce._engine._train import make_optimizer, make_tracker
 from skcce.losses import ROW_VALUES, _kl_term, _network_loss_grad
 from skcce.metrics import mutual_information
 from skcce.solvers import _compiled, _transfer
@@ -128,20 +128,34 @@ class _Batched:
 
     def __init__(self, heads, inputs, cfg, pool=None):
         self.heads, self.inputs, self.cfg, self.pool = heads, inputs, cfg, pool
-        prior = cfg.prior
-        self.prior = None if prior is None else torch.as_tensor(prior, dtype=torch.float64)
-        self.prior_dev = None
-        if prior is not None:
-            self.prior_dev = self.prior.to(device=cfg.device, dtype=torch.float32)
+        self.tracker = make_tracker(cfg, heads.weight.shape[0])  # the restarts' priors
+        self._refresh()
         # the closed-form gradient (skcce.losses._network_loss_grad): not under autocast,
         # nor for KL(ybar || u) with a zero prior entry (infinite; autograd reports it)
-        zero_prior = prior is not None and bool((self.prior <= 0).any())
+        zero_prior = cfg.prior is not None and bool((np.asarray(cfg.prior) <= 0).any())
         self.closed_form = not cfg.amp and not (cfg.fairness == "forward" and zero_prior)
         # in-place SGD needs no optimiser object (building the first one in a process
         # imports torch._dynamo: about 1.4 s of a fresh process's first fit)
         self.in_place = self.closed_form and cfg.optimizer == "sgd"
         self.fused = self._fused() if self.closed_form else None
         self.optimizer = None if self.in_place else make_optimizer(heads, cfg)
+
+    def _refresh(self):
+        """The priors in force, (R, K): float64 on the host for the solver, float32 on the
+        device for the network loss (both None when uniform: the solvers' own default)."""
+        if not self.tracker.varies:
+            self.prior = self.prior_dev = None
+            return
+        self.prior = torch.from_numpy(self.tracker.value.copy())
+        self.prior_dev = self.prior.to(device=self.cfg.device, dtype=torch.float32)
+
+    def update_prior(self, results):
+        """After a step: each restart's tracker sees its batch's pseudo-labels."""
+        if self.tracker.varies:
+            ybar = np.stack([res.labels.to("cpu", torch.float64).mean(dim=0).numpy()
+                             for res in results])  # fmt: skip
+            self.tracker.update(ybar, results[0].labels.shape[0])
+            self._refresh()
 
     def _fused(self):
         """The compiled loss-and-gradient pass (:mod:`skcce._engine._fused`) for the
@@ -154,9 +168,10 @@ class _Batched:
         except ImportError:  # numba missing or broken
             return None
         k = cfg.n_clusters
-        u = np.full(k, 1.0 / k) if self.prior is None else self.prior.numpy()
+        uniform = np.full(k, 1.0 / k)
 
         def fused(logits, sigma, labels):
+            u = uniform if self.prior is None else self.prior.numpy()  # the priors in force
             return collision_step(logits, sigma, labels, u, cfg.fairness, cfg.fairness_weight)
 
         return fused
@@ -188,8 +203,9 @@ class _Batched:
         )  # fmt: skip
         if results is None:
             results = [None] * len(probs)
+        priors = [None] * len(probs) if self.prior is None else self.prior
         return [
-            res or solve_rows(p, cfg, self.prior) for res, p in zip(results, probs, strict=True)
+            res or solve_rows(p, cfg, u) for res, p, u in zip(results, probs, priors, strict=True)
         ]
 
     def step(self, raw, rows):
@@ -212,6 +228,7 @@ class _Batched:
             loss, fair, grad = self.fused(logits.numpy(), sigma.numpy(), labels)
             grad = torch.from_numpy(grad)
             self._update(torch.bmm(grad, xb), grad.sum(dim=2))
+            self.update_prior(results)
             return torch.from_numpy(loss), torch.from_numpy(fair), logits.detach(), results
         Y = torch.stack([res.labels for res in results]).to(logits.dtype)
         Y = _transfer.to_device(Y, cfg.device).transpose(1, 2).contiguous()  # one copy back
@@ -226,6 +243,7 @@ class _Batched:
             self.optimizer.zero_grad(set_to_none=True)
             (loss + cfg.fairness_weight * fair).sum().backward()
             self.optimizer.step()
+        self.update_prior(results)
         return loss.detach(), fair.detach(), logits.detach(), results
 
 
@@ -347,12 +365,13 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
                 )
             for history, entry in zip(histories, entries, strict=True):
                 history.append(entry)
-            done = ([heads.state_of(i) for i in range(len(runs))], epoch + 1)
+            masses = batched.tracker.state() if batched.tracker.varies else [None] * len(runs)
+            done = ([heads.state_of(i) for i in range(len(runs))], epoch + 1, masses)
             for i, r in enumerate(runs):
                 for callback in callbacks:
                     callback.on_epoch_begin(r, epoch)
                 state = EpochEnd(r, epoch + 1, histories[i], done[0][i], batched.optimizer,
-                                 generators[i])  # fmt: skip
+                                 generators[i], done[2][i])  # fmt: skip
                 for callback in callbacks:
                     callback.on_epoch_end(state)
         interrupted = False
@@ -367,5 +386,6 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
         proba = infer_proba(module, X, prepared.inputs, cfg.device)
         score = mutual_information(proba)
         last = interrupted and i == len(runs) - 1  # the caller stops at an interrupted run
-        results.append(RunResult(r, module, history, proba, score, last))
+        prior = None if done[2][i] is None else batched.tracker.prior_of(done[2][i])
+        results.append(RunResult(r, module, history, proba, score, last, prior))
     return results

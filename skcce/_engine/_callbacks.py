@@ -31,6 +31,7 @@ class EpochEnd:
     module: dict
     optimizer: torch.optim.Optimizer | None
     generator: torch.Generator
+    prior_mass: np.ndarray | None = None  # the restart's estimated cluster masses (_prior)
 
 
 @dataclass
@@ -39,7 +40,8 @@ class RunResult:
 
     ``history`` lists its completed epochs; ``proba`` (training-set soft assignments) and
     ``score`` (their label-free mutual information) are None when no epoch completed;
-    ``interrupted``: Ctrl-C ended it (the module holds the last completed epoch).
+    ``interrupted``: Ctrl-C ended it (the module holds the last completed epoch); ``prior``:
+    the class prior in force at its end (None: uniform).
     """
 
     run: int
@@ -48,30 +50,29 @@ class RunResult:
     proba: np.ndarray | None
     score: float | None
     interrupted: bool = False
+    prior: np.ndarray | None = None
 
 
 @dataclass
 class Best:
-    """The best restart so far: the one the fitted attributes will describe."""
+    """A completed restart, a candidate for the fitted attributes
+    (:func:`skcce._engine._select.choose` picks the one kept)."""
 
     score: float
     module: torch.nn.Module
     history: list
     proba: np.ndarray
     run: int
+    prior: np.ndarray | None = None  # in force at the end of the restart (None: uniform)
 
     @classmethod
-    def keep(cls, best: Best | None, result: RunResult, prior=None) -> Best | None:
-        """``result`` when it completed an epoch and ranks above ``best``: fewer empty
-        clusters first (a collapsed restart never beats one that is not), then the
-        label-free score. ``prior``: clusters of zero prior are meant to stay empty."""
+    def of(cls, result: RunResult) -> Best | None:
+        """The record of a restart that completed an epoch (None otherwise)."""
         if not result.history:
-            return best
-        if best is None or _rank(result.proba, result.score, prior) > _rank(
-            best.proba, best.score, prior
-        ):
-            return cls(result.score, result.module, result.history, result.proba, result.run)
-        return best
+            return None
+        return cls(
+            result.score, result.module, result.history, result.proba, result.run, result.prior
+        )
 
 
 def empty_clusters(labels, n_clusters, prior=None) -> np.ndarray:
@@ -91,17 +92,14 @@ def empty_clusters(labels, n_clusters, prior=None) -> np.ndarray:
     return empty
 
 
-def _rank(proba, score, prior):
-    return (-empty_clusters(proba.argmax(axis=1), proba.shape[1], prior).size, score)
-
-
 class Callback:
     """Hooks around the runs, epochs and batches of a fit; each does nothing by default.
 
     ``on_run_begin(run, first_epoch)`` (``first_epoch`` > 0 when resumed),
     ``on_epoch_begin(run, epoch)``, ``on_batch_end(run)``,
     ``on_epoch_end(state: EpochEnd)`` (after a completed, finite epoch) and
-    ``on_run_end(result: RunResult, best: Best | None)`` (``best`` includes this run).
+    ``on_run_end(result: RunResult, finished: list[Best])`` (every completed restart so far,
+    this one included).
     """
 
     def on_run_begin(self, run, first_epoch):
@@ -116,7 +114,7 @@ class Callback:
     def on_epoch_end(self, state: EpochEnd):
         pass
 
-    def on_run_end(self, result: RunResult, best: Best | None):
+    def on_run_end(self, result: RunResult, finished: list):
         pass
 
 

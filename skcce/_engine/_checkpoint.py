@@ -8,8 +8,10 @@ interruption at any moment leaves either the previous or the new checkpoint, nev
 Contents (a dict): ``format``; ``fingerprint`` (:func:`fingerprint`); ``seeds`` (one per
 restart); ``run`` (restart index) and ``epoch`` (epochs completed in it); ``module``,
 ``optimizer`` (state dicts), ``generator`` (the torch.Generator state after the epoch) and
-``history`` of the current restart; ``best`` (score, module state and history of the best
-finished restart, or None); ``complete`` (the fit finished: a later fit loads the result).
+``history`` of the current restart; ``finished`` (score, module state, history and run of every
+finished restart: the kept one is chosen among them all, :mod:`skcce._engine._select`; a
+checkpoint of 0.3 holds ``best``, its best finished restart, instead); ``complete`` (the fit
+finished: a later fit loads the result).
 """
 
 from __future__ import annotations
@@ -141,26 +143,35 @@ class Resume:
 
         Loads the weights into ``module`` and the state of ``generator`` when the checkpoint
         stopped inside this restart; returns ``(first epoch, history, optimizer state or
-        None)`` (``(0, [], None)`` for a restart that starts afresh).
+        None, estimated prior masses or None)`` (``(0, [], None, None)`` for a restart that
+        starts afresh).
         """
         state = self.state
         if run != self.first_run or state["epoch"] <= 0:
-            return 0, [], None
+            return 0, [], None, None
         module.load_state_dict(state["module"])
         generator.set_state(state["generator"])
-        return int(state["epoch"]), list(state["history"]), state.get("optimizer")
+        history = list(state["history"])
+        return int(state["epoch"]), history, state.get("optimizer"), state.get("prior_mass")
 
-    def best(self, build, X, inputs, device, ctx, n_clusters) -> Best | None:
-        """The best finished restart of the checkpoint, rebuilt (network on ``device`` and its
-        training-set probabilities), or None."""
-        if self.state["best"] is None:
-            return None
-        score, weights, history, run = self.state["best"]
-        module = build(torch.Generator().manual_seed(int(self.seeds[run])))
-        module.load_state_dict(weights)
-        module.to(device)
-        proba = infer_proba_sharded(module, X, inputs, device, ctx, n_clusters)
-        return Best(score, module, history, proba, run)
+    def finished_records(self) -> list:
+        """``(score, weights, history, run)`` of every finished restart in the checkpoint."""
+        if "finished" in self.state:
+            return list(self.state["finished"])
+        best = self.state.get("best")  # a checkpoint written before the consensus choice
+        return [] if best is None else [best]
+
+    def finished(self, build, X, inputs, device, ctx, n_clusters) -> list[Best]:
+        """The checkpoint's finished restarts, rebuilt (network on ``device`` and its
+        training-set probabilities)."""
+        out = []
+        for score, weights, history, run, *prior in self.finished_records():
+            module = build(torch.Generator().manual_seed(int(self.seeds[run])))
+            module.load_state_dict(weights)
+            module.to(device)
+            proba = infer_proba_sharded(module, X, inputs, device, ctx, n_clusters)
+            out.append(Best(score, module, history, proba, run, *prior))
+        return out
 
 
 def open_checkpoint(path, settings, X, inputs, ctx, device, seeds):
@@ -205,7 +216,7 @@ class Checkpoint(Callback):
     write : bool
         False on the ranks other than 0 (they keep identical states and write nothing).
     resume : Resume, optional
-        The checkpoint this fit resumes (its best finished restart is carried on).
+        The checkpoint this fit resumes (its finished restarts are carried on).
     """
 
     def __init__(self, path, fingerprint, seeds, write=True, resume=None):
@@ -213,8 +224,7 @@ class Checkpoint(Callback):
         self.fingerprint = fingerprint
         self.seeds = np.asarray(seeds)
         self.write = write
-        self._best_key = None
-        self._best = None if resume is None else resume.state["best"]
+        self._finished = [] if resume is None else resume.finished_records()
 
     def _save(self, **fields):
         if self.write:
@@ -225,23 +235,28 @@ class Checkpoint(Callback):
             return
         self._save(
             run=state.run,
-            best=self._best,
+            finished=self._finished,
             complete=False,
             epoch=state.epoch,
             history=state.history,
             module=state.module,
             optimizer=state.optimizer.state_dict(),
             generator=state.generator.get_state(),
+            prior_mass=state.prior_mass,
         )
 
-    def on_run_end(self, result: RunResult, best: Best | None):
+    def on_run_end(self, result: RunResult, finished: list):
         """After a finished restart the next one starts from scratch (or the fit is done);
         an interrupted restart leaves its last epoch's checkpoint in place."""
         if result.interrupted:
             return
-        if best is not None and self._best_key != (id(best.module), best.run):
-            self._best_key = (id(best.module), best.run)  # copy the weights once per new best
-            self._best = (best.score, cpu_state(best.module), list(best.history), best.run)
+        known = {record[3] for record in self._finished}
+        for record in finished:  # copy the weights of each finished restart once
+            if record.run not in known:
+                weights = cpu_state(record.module)
+                self._finished.append(
+                    (record.score, weights, list(record.history), record.run, record.prior)
+                )
         next_run = result.run + 1
         self._save(
             run=next_run,
@@ -250,6 +265,6 @@ class Checkpoint(Callback):
             module=None,
             optimizer=None,
             generator=None,
-            best=self._best,
+            finished=self._finished,
             complete=next_run == len(self.seeds),
         )

@@ -59,12 +59,12 @@ def _collision_step(logits, sigma, labels, u, forward, weight, grad, values, fai
             ybar[k] /= B
             if forward:
                 if ybar[k] > 0:
-                    kl += ybar[k] * (math.log(ybar[k]) - math.log(u[k]))
-                g[k] = math.log(ybar[k]) + 1.0 - math.log(u[k])
+                    kl += ybar[k] * (math.log(ybar[k]) - math.log(u[r, k]))
+                g[k] = math.log(ybar[k]) + 1.0 - math.log(u[r, k])
             else:
-                if u[k] > 0:
-                    kl += u[k] * (math.log(u[k]) - math.log(ybar[k]))
-                g[k] = -u[k] / ybar[k]
+                if u[r, k] > 0:
+                    kl += u[r, k] * (math.log(u[r, k]) - math.log(ybar[k]))
+                g[k] = -u[r, k] / ybar[k]
         fair[r] = kl
         for i in range(B):
             sg = 0.0
@@ -86,8 +86,9 @@ def collision_step(logits, sigma, labels, prior, fairness, fairness_weight):
         Class-major logits and their softmax along the classes.
     labels : ndarray of shape (R, B, K), float64
         The pseudo-labels (the solver's rows).
-    prior : ndarray of shape (K,), float64
-        The class prior (positive entries with ``fairness="forward"``).
+    prior : ndarray of shape (K,) or (R, K), float64
+        The class prior (positive entries with ``fairness="forward"``); (R, K): restart
+        ``r``'s in row ``r``.
     fairness : {"reverse", "forward"}
     fairness_weight : float
 
@@ -101,8 +102,9 @@ def collision_step(logits, sigma, labels, prior, fairness, fairness_weight):
     R, K, B = logits.shape
     grad = np.empty((R, K, B), dtype=np.float32)
     values, fair = np.empty(R), np.empty(R)
+    u = np.ascontiguousarray(np.broadcast_to(np.asarray(prior, np.float64), (R, K)))
     _collision_step(
-        logits, sigma, labels, prior, fairness == "forward", float(fairness_weight), grad,
+        logits, sigma, labels, u, fairness == "forward", float(fairness_weight), grad,
         values, fair,
     )  # fmt: skip
     return values, fair, grad

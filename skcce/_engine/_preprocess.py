@@ -5,11 +5,12 @@ Batches are cut from the user's array and normalised one at a time; nothing here
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from skcce._warn import warn
 
 
 @dataclass
@@ -273,11 +274,10 @@ def fit_inputs(X: np.ndarray, layout: str, chunk: int | None = None) -> Inputs:
         std = np.sqrt(var)
     std = np.where(std > 0, std, 1.0)
     if identical and n > 1:
-        warnings.warn(
+        warn(
             f"all {n} samples of X are identical (every feature is constant): nothing can "
             "separate them, so they all fall in one cluster",
             UserWarning,
-            stacklevel=4,  # fit_inputs < prepare < fit < its caller
         )
     if layout != "flat":
         tiny = np.finfo(np.float32).tiny

@@ -46,7 +46,8 @@ class Step:
     """What every step of one run shares: the network and the model that trains it (the
     network itself, or its DDP wrapper), the optimiser, the fitted normalisation, the settings,
     the data-parallel context and the prior (float64 on the CPU for the solver, float32 on
-    the device for the network loss; None: uniform)."""
+    the device for the network loss; None: uniform), kept by ``tracker``
+    (:class:`skcce._engine._prior.PriorTracker`: fixed, matched or estimated)."""
 
     network: torch.nn.Module
     model: torch.nn.Module
@@ -56,6 +57,32 @@ class Step:
     ctx: object
     prior: torch.Tensor | None = None
     prior_dev: torch.Tensor | None = None
+    tracker: object = None
+
+    def set_tracker(self, tracker, mass=None):
+        """Take the prior from ``tracker`` (resumed from ``mass`` when given)."""
+        self.tracker = tracker
+        if mass is not None:
+            tracker.restore(mass)
+        self._refresh()
+
+    def _refresh(self):
+        if self.tracker is None or not self.tracker.varies:
+            self.prior = self.prior_dev = None  # uniform: the solvers' own default
+            return
+        self.prior = torch.from_numpy(self.tracker.value[0].copy())
+        self.prior_dev = self.prior.to(device=self.cfg.device, dtype=torch.float32)
+
+    def update_prior(self, labels):
+        """After a step: the tracker sees the batch's pseudo-labels ``labels`` (B, K)."""
+        if self.tracker is not None and self.tracker.varies:
+            ybar = labels.detach().to("cpu", torch.float64).mean(dim=0)
+            self.tracker.update(ybar.numpy()[None, :], labels.shape[0])
+            self._refresh()
+
+    def prior_state(self):
+        """The tracker's estimated masses (None when the prior is uniform)."""
+        return None if self.tracker is None or not self.tracker.varies else self.tracker.state()
 
 
 @dataclass
@@ -165,4 +192,5 @@ def train_step(step: Step, X, rows, aug_gen) -> StepResult:
     step.optimizer.zero_grad(set_to_none=True)
     total.backward()
     step.optimizer.step()
+    step.update_prior(res.labels)  # the global batch's labels: the same on every rank
     return StepResult(loss.detach(), fair.detach(), len(idx), logits, res)

@@ -23,6 +23,7 @@ import torch
 from skcce._engine._callbacks import EpochEnd, RunResult
 from skcce._engine._checkpoint import cpu_state
 from skcce._engine._inference import infer_proba_sharded
+from skcce._engine._prior import PriorTracker
 from skcce._engine._step import Step, train_step
 from skcce.metrics import mutual_information
 
@@ -56,6 +57,13 @@ class TrainConfig:
     verbose: int
     solver: str = "newton"
     solve_threads: int = 1  # threads for independent problems (batched restarts)
+    prior_kind: str = "uniform"  # "uniform", "match" (prior: the user's) or "auto" (_prior)
+    n_samples: int = 1  # rows of an epoch (the estimated prior's memory)
+
+
+def make_tracker(cfg: TrainConfig, n_runs: int) -> PriorTracker:
+    """The class prior of ``n_runs`` restarts of a fit (:mod:`skcce._engine._prior`)."""
+    return PriorTracker(cfg.prior_kind, cfg.n_clusters, n_runs, cfg.prior, cfg.n_samples)
 
 
 def make_optimizer(module, cfg: TrainConfig):
@@ -130,7 +138,9 @@ def _epochs(step, X, generator, run, first, history, callbacks):
                     "learning_rate or check the scale of X"
                 )
             done = (cpu_state(module), list(history))  # one statement: Ctrl-C safe
-            state = EpochEnd(run, epoch + 1, done[1], done[0], step.optimizer, generator)
+            state = EpochEnd(
+                run, epoch + 1, done[1], done[0], step.optimizer, generator, step.prior_state()
+            )
             for callback in callbacks:
                 callback.on_epoch_end(state)
         ctx.sync_buffers(module)  # per-rank BatchNorm statistics (CPU): take rank 0's
@@ -176,15 +186,15 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
     """
     generator = torch.Generator().manual_seed(int(seed))
     module = build(generator, run=run, seed=seed)
-    first, history, opt_state = resume.restore(run, module, generator) if resume else (0, [], None)
+    first, history, opt_state, mass = (
+        resume.restore(run, module, generator) if resume else (0, [], None, None)
+    )
     module.to(cfg.device)
     model, unwrap = ctx.wrap(module, cfg.device)
     step = Step(module, model, make_optimizer(module, cfg), prepared.inputs, cfg, ctx)
     if opt_state is not None:
         step.optimizer.load_state_dict(opt_state)
-    if cfg.prior is not None:
-        step.prior = torch.as_tensor(cfg.prior, dtype=torch.float64)
-        step.prior_dev = step.prior.to(device=cfg.device, dtype=torch.float32)
+    step.set_tracker(make_tracker(cfg, 1), mass)
     for callback in callbacks:
         callback.on_run_begin(run, first)
     try:
@@ -202,4 +212,5 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
         return RunResult(run, module, history, None, None, interrupted=True)
     proba = infer_proba_sharded(module, X, prepared.inputs, cfg.device, ctx, cfg.n_clusters)
     score = mutual_information(proba)
-    return RunResult(run, module, history, proba, score, interrupted=stopped is not None)
+    prior = step.tracker.value[0].copy() if step.tracker.varies else None
+    return RunResult(run, module, history, proba, score, stopped is not None, prior)

@@ -132,8 +132,8 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     probs : torch.Tensor of shape (R, N, K)
         Float64 CPU rows on the simplex (one problem per leading index).
     lam : float
-    prior : torch.Tensor of shape (K,) or None
-        None: uniform.
+    prior : torch.Tensor of shape (K,) or (R, K), or None
+        None: uniform; (R, K): problem ``r``'s prior in row ``r``.
     fairness : {"reverse", "forward"}
     loss : str
     method : {"newton", "em"}
@@ -164,21 +164,22 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     except ImportError:  # numba missing or broken: the torch path
         return None
     u = np.full(k, 1.0 / k) if prior is None else prior.detach().double().cpu().numpy()
+    u = np.ascontiguousarray(np.broadcast_to(u, (len(probs), k)))  # one row per problem
     cap = _DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
     if method == "newton":
         return _newton_stack(kn, np.ascontiguousarray(probs.numpy()), u, lam, fairness, tol,
                              cap, map_, n_chunks)  # fmt: skip
 
-    def one(sigma):
+    def one(r):
         out = kn.solve_collision_numba(
-            sigma, lam, u, fairness, tol=tol, max_iter=cap, method=method
+            probs[r].numpy(), lam, u[r], fairness, tol=tol, max_iter=cap, method=method
         )
         if not out.certified:
             return None
         labels = torch.from_numpy(out.labels)
         return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
 
-    return list(map_(one, probs.numpy()))
+    return list(map_(one, range(len(probs))))
 
 
 def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
@@ -195,8 +196,8 @@ def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
 
     def worker(_):  # the kernels release the GIL: workers solve on several threads
         while (r := next(turn)) < n:  # one compiled call a problem, writing its results
-            kn.ipm_solve_into(sigmas, sigmas, r, u, lam, forward, tol, max_iter, Y, value, gap,
-                              n_iter, ok)  # fmt: skip
+            kn.ipm_solve_into(sigmas, sigmas, r, u[r], lam, forward, tol, max_iter, Y, value,
+                              gap, n_iter, ok)  # fmt: skip
 
     list(map_(worker, range(max(1, min(int(n_chunks), n)))))
     results = []
