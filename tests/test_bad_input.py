@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from _helpers import VGG4_ADAM, float32_blobs
+from _helpers import (
+    VGG4_ADAM,
+    assert_proba_within_float32,
+    float32_blobs,
+    float32_logit_bound,
+)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 
@@ -233,7 +238,11 @@ def test_non_contiguous(blobs, fitted, layout):
     assert not Xn.flags.c_contiguous
     est = _fit_checked(Xn)
     np.testing.assert_array_equal(est.labels_, fitted.labels_)
-    np.testing.assert_array_equal(fitted.predict_proba(Xn), fitted.predict_proba(X))
+    # Not bit for bit: a batch cut from a Fortran-ordered array reaches the BLAS with other
+    # strides, and MKL's Intel kernels (not its generic path, on AMD) then sum in another
+    # order. Within float32 rounding of the head's logits (_helpers.float32_logit_bound).
+    P = fitted.predict_proba(X)
+    assert_proba_within_float32(fitted.predict_proba(Xn), P, float32_logit_bound(fitted, X))
 
 
 def test_read_only_float32_used_in_place(blobs, fitted):

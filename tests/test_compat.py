@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _helpers import assert_proba_within_float32, float32_logit_bound
 from sklearn.datasets import load_digits
 
 from skcce import CCEClustering
@@ -38,57 +39,17 @@ EXPECTED_PROBA = np.array(
 EXPECTED_LABELS = [2, 2, 1, 0, 2, 1, 0, 1]
 
 
-#: float32's unit roundoff, 2**-24
-U32 = float(np.finfo(np.float32).eps) / 2
-
-
 def _load():
     with open(PICKLE, "rb") as fh:
         return pickle.load(fh)
-
-
-def _logit_bound(model, X):
-    """A bound on how far one machine's float32 logits may be from another's, per entry.
-
-    The logits ``z = W x + b`` are computed in float32 by the BLAS (MKL's SGEMM in torch's
-    x86 wheels), whose kernel, and so its summation order and use of FMA, depends on the CPU:
-    on this package's CI machines (AMD) MKL runs its generic code path, on Intel CPUs its
-    AVX2 or AVX-512 kernels (see .ci/run). Everything else of predict_proba is exact or
-    float64: the normalised batch is rounded to float32 once, identically everywhere, and the
-    softmax is taken in float64. A length-d float32 dot product in any order is within
-    ``gamma_d = d u`` of the exact value relative to ``sum |terms|`` (worst case; 65 u here,
-    too loose to see a change of 1e-4 in one weight), and in practice within about
-    ``sqrt(d) u`` of it (rounding errors add like a random walk; Higham and Mary, 2019). Each
-    machine is taken to be within ``sqrt(d + 1) u (|W||x| + |b|)`` of the exact logits, so two
-    machines within twice that. Measured (this pickle, MKL's generic, Intel AVX2 and SSE4.2
-    paths on one machine): at most 2.2 u (|W||x| + |b|), against the bound's 16.1.
-    """
-    layer = model.module_
-    x = model._inputs.batch(X, slice(0, len(X)), "cpu", "flat").double().numpy()
-    W = layer.weight.detach().double().numpy()
-    b = layer.bias.detach().double().numpy()
-    magnitude = np.abs(x) @ np.abs(W).T + np.abs(b)
-    return 2 * np.sqrt(W.shape[1] + 1) * U32 * magnitude
-
-
-def assert_proba_within_float32(actual, expected, logit_bound):
-    """``actual`` and ``expected`` softmax rows differ by no more than logits ``logit_bound``
-    apart allow: ``log p_k = z_k - logsumexp(z)`` moves by at most ``2 max_j |dz_j|``, so
-    ``|p_k - p'_k| <= p'_k expm1(2 max_j |dz_j|)`` (plus float64 rounding of the softmax)."""
-    tol = expected * np.expm1(2 * logit_bound.max(axis=1, keepdims=True)) + 1e-15
-    excess = np.abs(actual - expected) - tol
-    worst = np.unravel_index(np.argmax(excess), excess.shape)
-    assert (excess <= 0).all(), (
-        f"predict_proba differs from the expected values by more than float32 rounding "
-        f"allows: at {worst}, |{actual[worst]!r} - {expected[worst]!r}| > {tol[worst]:.3g}"
-    )
 
 
 def test_old_pickle_loads_and_predicts_identically():
     model = _load()
     assert isinstance(model, CCEClustering)
     X = load_digits().data[1000:1008]
-    assert_proba_within_float32(model.predict_proba(X), EXPECTED_PROBA, _logit_bound(model, X))
+    bound = float32_logit_bound(model, X)
+    assert_proba_within_float32(model.predict_proba(X), EXPECTED_PROBA, bound)
     assert model.predict(X).tolist() == EXPECTED_LABELS
     assert model.n_iter_ == 2
     # fitted attributes read back from the pickle, not recomputed: exact on any machine
@@ -99,7 +60,8 @@ def test_old_pickle_round_trips():
     model = _load()
     again = pickle.loads(pickle.dumps(model))
     X = load_digits().data[1000:1008]
-    assert_proba_within_float32(again.predict_proba(X), EXPECTED_PROBA, _logit_bound(again, X))
+    bound = float32_logit_bound(again, X)
+    assert_proba_within_float32(again.predict_proba(X), EXPECTED_PROBA, bound)
     # the same process, CPU and libraries: a round trip changes no bit
     assert again.predict_proba(X).tobytes() == model.predict_proba(X).tobytes()
     for name, value in model.module_.state_dict().items():
@@ -119,7 +81,7 @@ def test_tolerance_still_sees_a_changed_weight(relative):
     """
     model = _load()
     X = load_digits().data[1000:1008]
-    bound = _logit_bound(model, X)
+    bound = float32_logit_bound(model, X)
     changed = copy.deepcopy(model)
     x = model._inputs.batch(X, slice(0, len(X)), "cpu", "flat")
     with torch.no_grad():
@@ -150,4 +112,4 @@ def test_tolerance_holds_under_another_summation_order():
             z += x[:, j : j + 1] * W[:, j]
         z += b
         proba = torch.softmax(z.double(), dim=1).numpy()
-        assert_proba_within_float32(proba, EXPECTED_PROBA, _logit_bound(model, X))
+        assert_proba_within_float32(proba, EXPECTED_PROBA, float32_logit_bound(model, X))
