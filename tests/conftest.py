@@ -4,6 +4,13 @@ Every test runs with one torch thread (small tensors: one thread is fastest and 
 other processes for the cores). Hypothesis runs derandomized by default (the same examples on
 every run, so CI is reproducible); set ``HYPOTHESIS_PROFILE=explore`` to search with fresh
 random examples.
+
+Exact comparisons (``rtol=0, atol=0``, ``assert_array_equal``, ``torch.equal``) compare two
+runs of the same computation in one process: bit for bit holds there, on one machine, with the
+same CPU features and library versions. Float32 results compared with stored values, or
+between computations that reach the libraries' kernels differently (another memory layout,
+another CPU), use tolerances from the float32 arithmetic (``_helpers.float32_logit_bound``);
+.ci/run runs the suite a second time under other kernels (issue 27).
 """
 
 import os
