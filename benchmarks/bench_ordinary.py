@@ -64,6 +64,8 @@ CCE_DEFAULTS = "CCEClustering (defaults)"
 #: random_state). Each becomes the method ``CCEClustering(<name>)``.
 CANDIDATES = {
     "wd=0.001": {"weight_decay": 0.001},
+    "prior=estimate": {"prior": "estimate"},
+    "prior=None": {"prior": None},
 }
 
 

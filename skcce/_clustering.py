@@ -26,7 +26,7 @@ from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
 from skcce._engine._inference import infer_proba
 from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
-from skcce._engine._select import choose
+from skcce._engine._select import choose, partition_log_likelihood
 from skcce._engine._threads import thread_limit
 from skcce._engine._train import FitInterruptedWarning, TrainConfig, run_single
 from skcce._warn import warn
@@ -92,15 +92,19 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     loss : {"collision", "shannon", "reverse"}, default="collision"
         Cross-entropy used in both steps: collision :math:`H_2(y,\sigma)`; Shannon
         :math:`H(y,\sigma)` and reverse :math:`H(\sigma,y)` for the paper's comparisons.
-    prior : None, "auto" or array-like of shape (n_clusters,), default=None
+    prior : "auto", "estimate", None or array-like of shape (n_clusters,), default="auto"
         Class prior ``u`` of the fairness terms (the cluster proportions they pull
-        towards). None: uniform, the paper's balanced clusters. An array: the proportions
-        of the cluster *sizes*, a multiset: which cluster gets which value is decided during
-        training, by rank of the clusters' current mass (the largest value to the largest
-        cluster). ``"auto"``: the proportions are estimated during training (an online
-        mean of the pseudo-labels over the last epoch, at least 1 % a cluster:
-        :mod:`skcce._engine._prior`), for data whose classes differ in size. ``prior_``
-        is the prior in force at the end.
+        towards). None: uniform, the paper's balanced clusters. ``"estimate"``: the
+        proportions are estimated during training (an online mean of the pseudo-labels
+        over the last epoch, at least 1 % a cluster: :mod:`skcce._engine._prior`), for
+        classes of unequal sizes. ``"auto"``: restarts alternate between the uniform prior
+        (the first, so a single restart is uniform) and ``"estimate"``, and the restart
+        kept is the one that agrees most with the others (see ``n_init``): on balanced
+        data the uniform restarts agree, on unequal classes the estimating ones
+        (docs/benchmarks.md, ``bench_ordinary``). An array: the proportions of the cluster
+        *sizes*, a multiset: which cluster gets which value is decided during training, by
+        rank of the clusters' current mass (the largest value to the largest cluster).
+        ``prior_`` is the prior in force at the end of the kept restart.
     fairness_weight : float, default=1.3
         Weight :math:`w_f` of the fairness term on the mean prediction in the network loss
         (supplement 4.2: "1.3 as the weight of fairness term"). 0 gives the bare Algorithm 1.
@@ -316,7 +320,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "lam": [Interval(Real, 0, None, closed="left")],
         "fairness": [StrOptions({"reverse", "forward"})],
         "loss": [StrOptions({"collision", "shannon", "reverse"})],
-        "prior": ["array-like", StrOptions({"auto"}), None],
+        "prior": ["array-like", StrOptions({"auto", "estimate"}), None],
         "fairness_weight": [Interval(Real, 0, None, closed="left")],
         "model": [StrOptions(set(_MODEL_NAMES)), torch.nn.Module, callable],
         "init": [StrOptions({"auto", "random", "kmeans"}), "array-like"],
@@ -353,7 +357,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         lam=100.0,
         fairness="reverse",
         loss="collision",
-        prior=None,
+        prior="auto",
         fairness_weight=1.3,
         model="linear",
         init="auto",
@@ -440,8 +444,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         a contiguous float64 array that sums to 1."""
         if self.prior is None:
             return "uniform", None
-        if isinstance(self.prior, str):  # "auto": the parameter constraints allow no other
-            return "auto", None
+        if isinstance(self.prior, str):  # "auto" or "estimate" (the parameter constraints)
+            return self.prior, None
         raw = self.prior
         if isinstance(raw, torch.Tensor):
             raw = raw.detach().cpu()
@@ -646,7 +650,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 callback.on_run_end(result, finished)
             if result.interrupted:
                 break
-        best, agreement = choose(finished)
+        best, agreement = choose(finished, self._partition_fit(X, plan))
         if best is None:  # Ctrl-C before the first completed epoch
             raise KeyboardInterrupt
         if sk is not None:
@@ -684,6 +688,18 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 continue
             kept = kept or bool(result.history)
             yield result
+
+    def _partition_fit(self, X, plan):
+        """The partitions' likelihood on the normalised features (linear head; None for
+        other models: the restarts are then chosen by agreement alone)."""
+        if _defaults.regime(self.model) != "linear":
+            return None
+        inputs, cpu = plan.prepared.inputs, torch.device("cpu")
+
+        def rows(start, stop):
+            return inputs.raw(X, slice(start, stop), cpu).numpy()
+
+        return lambda labels: partition_log_likelihood(rows, labels, self.n_clusters, len(X))
 
     def _warn_interrupted(self, result, best, n_init):
         warn(

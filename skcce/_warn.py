@@ -4,7 +4,8 @@ A fixed ``stacklevel`` counts frames, and the frames between a user's ``fit`` ca
 code that warns differ: scikit-learn's ``_fit_context`` and callback wrappers (``sklearn >=
 1.9`` adds one around ``fit``), a ``Pipeline`` or ``GridSearchCV`` around the estimator, and
 the engine's own layers. :func:`warn` instead attributes the warning to the first frame, going
-outwards, that lies in neither skcce nor scikit-learn: the line that called into them.
+outwards, that lies in none of skcce, scikit-learn and joblib (which runs a search's fits):
+the line that called into them.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import os
 import sys
 import warnings
 
+import joblib
 import sklearn
 
-#: Folders whose frames are never the user's code.
+#: Folders whose frames are never the user's code (joblib runs GridSearchCV's fits).
 _INTERNAL = tuple(
     os.path.dirname(os.path.abspath(module.__file__)) + os.sep
-    for module in (sys.modules[__package__], sklearn)
+    for module in (sys.modules[__package__], sklearn, joblib)
 )
 
 

@@ -243,7 +243,8 @@ def test_consensus_keeps_the_restart_the_others_agree_with():
     runs = [noisy(2), noisy(4), odd, noisy(3), noisy(1)]
     scores = [0.5, 0.6, 5.0, 0.4, 0.3]
     records = [
-        Best(s, None, [{}], proba_of(lab), r) for r, (lab, s) in enumerate(zip(runs, scores))
+        Best(s, None, [{}], proba_of(lab), r)
+        for r, (lab, s) in enumerate(zip(runs, scores, strict=True))
     ]
     best, agree = choose(records)
     assert best.run == 4  # the least noisy copy of the shared partition, not the top score

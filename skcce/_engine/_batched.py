@@ -126,9 +126,10 @@ def _joined_map(pool):
 class _Batched:
     """What every step of a batched fit shares (the counterpart of ``_step.Step``)."""
 
-    def __init__(self, heads, inputs, cfg, pool=None):
+    def __init__(self, heads, inputs, cfg, pool=None, runs=None):
         self.heads, self.inputs, self.cfg, self.pool = heads, inputs, cfg, pool
-        self.tracker = make_tracker(cfg, heads.weight.shape[0])  # the restarts' priors
+        runs = range(heads.weight.shape[0]) if runs is None else runs
+        self.tracker = make_tracker(cfg, runs)  # the restarts' priors
         self._refresh()
         # the closed-form gradient (skcce.losses._network_loss_grad): not under autocast,
         # nor for KL(ybar || u) with a zero prior entry (infinite; autograd reports it)
@@ -348,7 +349,7 @@ def run_batched(X, prepared, cfg, build, seeds, runs, *, callbacks=()):
 
 
 def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
-    batched = _Batched(heads, prepared.inputs, cfg, pool)
+    batched = _Batched(heads, prepared.inputs, cfg, pool, runs)
     source = _Source(X, prepared.inputs, cfg.device).tabulate()
     histories = [[] for _ in runs]
     done = None  # (weights, epochs) of the last completed epoch
@@ -386,6 +387,6 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
         proba = infer_proba(module, X, prepared.inputs, cfg.device)
         score = mutual_information(proba)
         last = interrupted and i == len(runs) - 1  # the caller stops at an interrupted run
-        prior = None if done[2][i] is None else batched.tracker.prior_of(done[2][i])
+        prior = None if done[2][i] is None else batched.tracker.prior_of(i, done[2][i])
         results.append(RunResult(r, module, history, proba, score, last, prior))
     return results

@@ -36,9 +36,11 @@ class PriorTracker:
 
     Parameters
     ----------
-    kind : {"uniform", "match", "auto"}
+    kind : {"uniform", "match", "estimate", "auto"}
+        The fit's prior; ``"auto"`` gives each restart its own (:func:`restart_kind`).
     n_clusters : int
-    n_runs : int
+    runs : int or sequence of int
+        The restarts (their indices; an int ``R``: restarts ``0 .. R - 1``).
     values : ndarray of shape (n_clusters,), optional
         The user's proportions (``"match"``).
     n_samples : int, default=1
@@ -46,33 +48,37 @@ class PriorTracker:
 
     Examples
     --------
-    >>> t = PriorTracker("match", 3, 1, values=np.array([0.2, 0.5, 0.3]), n_samples=10)
+    >>> t = PriorTracker("match", 3, [0], values=np.array([0.2, 0.5, 0.3]), n_samples=10)
     >>> t.update(np.array([[0.1, 0.3, 0.6]]), rows=10)  # cluster 2 holds the most mass
     >>> t.value[0].tolist()
     [0.2, 0.3, 0.5]
     """
 
-    def __init__(self, kind, n_clusters, n_runs, values=None, n_samples=1):
-        self.kind, self.k, self.n = kind, int(n_clusters), max(int(n_samples), 1)
-        self.mass = np.full((n_runs, self.k), 1.0 / self.k)
+    def __init__(self, kind, n_clusters, runs, values=None, n_samples=1):
+        runs = range(runs) if isinstance(runs, int) else list(runs)
+        self.k, self.n = int(n_clusters), max(int(n_samples), 1)
+        self.kinds = np.array([restart_kind(kind, run) for run in runs])
+        self.mass = np.full((len(self.kinds), self.k), 1.0 / self.k)
         self.sorted = None if values is None else np.sort(np.asarray(values, np.float64))
         self.value = self._from_mass()
 
     @property
     def varies(self) -> bool:
-        """Whether the prior can change during training (anything but uniform)."""
-        return self.kind != "uniform"
+        """Whether the prior of some restart can change during training (not uniform)."""
+        return bool((self.kinds != "uniform").any())
 
-    def _from_mass(self):
-        mass = self.mass
-        if self.kind == "uniform":
-            return np.full_like(mass, 1.0 / self.k)
-        if self.kind == "match":
-            ranks = np.argsort(np.argsort(mass, axis=1, kind="stable"), axis=1, kind="stable")
-            return self.sorted[ranks]
-        floor = min(FLOOR, 0.5 / self.k)
-        value = np.maximum(mass, floor)
-        return value / value.sum(axis=1, keepdims=True)
+    def _from_mass(self, mass=None, kinds=None):
+        mass = self.mass if mass is None else mass
+        kinds = self.kinds if kinds is None else kinds
+        value = np.full_like(mass, 1.0 / self.k)
+        match, estimate = kinds == "match", kinds == "estimate"
+        if match.any():
+            ranks = np.argsort(np.argsort(mass[match], axis=1, kind="stable"), axis=1)
+            value[match] = self.sorted[ranks]
+        if estimate.any():
+            floored = np.maximum(mass[estimate], min(FLOOR, 0.5 / self.k))
+            value[estimate] = floored / floored.sum(axis=1, keepdims=True)
+        return value
 
     def update(self, ybar, rows):
         """Move the mass estimates towards the batches' mean pseudo-labels ``ybar``
@@ -81,14 +87,12 @@ class PriorTracker:
         self.mass = (1.0 - rate) * self.mass + rate * np.asarray(ybar, np.float64)
         self.value = self._from_mass()
 
-    def prior_of(self, mass):
-        """The prior that the masses ``mass`` (K,) give (of one restart)."""
-        saved = self.mass
-        self.mass = np.asarray(mass, np.float64)[None, :]
-        try:
-            return self._from_mass()[0]
-        finally:
-            self.mass = saved
+    def prior_of(self, i, mass):
+        """The prior of the ``i``-th restart that its masses ``mass`` (K,) give, or None
+        when that restart's prior is uniform."""
+        if self.kinds[i] == "uniform":
+            return None
+        return self._from_mass(np.asarray(mass, np.float64)[None, :], self.kinds[i : i + 1])[0]
 
     def state(self):
         """The estimated masses (for a checkpoint)."""
@@ -98,3 +102,16 @@ class PriorTracker:
         """Continue from :meth:`state`'s masses."""
         self.mass = np.array(mass, dtype=np.float64).reshape(self.mass.shape)
         self.value = self._from_mass()
+
+
+def restart_kind(kind: str, run: int) -> str:
+    """The prior of restart ``run`` for a fit's ``kind`` (``"auto"`` alternates).
+
+    Examples
+    --------
+    >>> [restart_kind("auto", r) for r in range(3)], restart_kind("match", 1)
+    (['uniform', 'estimate', 'uniform'], 'match')
+    """
+    if kind == "auto":  # with init="auto": uniform on random heads, estimated on KMeans heads
+        return "uniform" if run % 2 == 0 else "estimate"
+    return kind

@@ -15,6 +15,7 @@ information decides. A restart with more empty clusters than another never wins.
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import rankdata
 from sklearn.metrics import adjusted_rand_score
 
 from skcce._engine._callbacks import Best, empty_clusters
@@ -51,7 +52,59 @@ def agreement(labels: list) -> np.ndarray:
     return (pair.sum(axis=1) - 1.0) / (m - 1)
 
 
-def choose(finished: list) -> tuple[Best | None, np.ndarray]:
+def partition_log_likelihood(rows, labels: list, n_clusters: int, n_samples: int):
+    r"""Classification log-likelihood of hard partitions of the same data, up to a constant.
+
+    Each partition is scored under a mixture of spherical Gaussians with one shared
+    variance, its own cluster means and its own proportions :math:`p_k = n_k / n`:
+
+    .. math::  \ell = -\frac{nd}{2}\ln\frac{W}{nd} + \sum_k n_k \ln p_k
+
+    with :math:`W` the within-cluster sum of squares (the terms shared by every partition of
+    the same data are left out). Computed in one pass over the rows: :math:`W` differs
+    between partitions only through :math:`\sum_k \|S_k\|^2 / n_k` (:math:`S_k` the sum of
+    cluster k's rows).
+
+    Parameters
+    ----------
+    rows : callable
+        ``rows(start, stop)`` returns rows ``start:stop`` of the (normalised) training data
+        as a float array of shape (stop - start, d).
+    labels : list of ndarray of shape (n_samples,)
+    n_clusters : int
+    n_samples : int
+
+    Returns
+    -------
+    ell : ndarray of shape (len(labels),)
+
+    Examples
+    --------
+    >>> X = np.r_[np.zeros((5, 1)), np.ones((5, 1))] + np.arange(10)[:, None] * 1e-3
+    >>> right, wrong = np.repeat([0, 1], 5), np.tile([0, 1], 5)
+    >>> ell = partition_log_likelihood(lambda a, b: X[a:b], [right, wrong], 2, 10)
+    >>> bool(ell[0] > ell[1])
+    True
+    """
+    m = len(labels)
+    sums, total = None, 0.0
+    for start in range(0, n_samples, 4096):
+        block = np.asarray(rows(start, min(start + 4096, n_samples)), dtype=np.float64)
+        if sums is None:
+            sums = np.zeros((m, n_clusters, block.shape[1]))
+        total += float(np.einsum("ij,ij->", block, block))
+        for r, lab in enumerate(labels):
+            np.add.at(sums[r], lab[start : start + len(block)], block)
+    d = sums.shape[2]
+    counts = np.stack([np.bincount(lab, minlength=n_clusters) for lab in labels]).astype(float)
+    safe = np.maximum(counts, 1.0)
+    within = total - ((sums**2).sum(axis=2) / safe).sum(axis=1)
+    within = np.maximum(within, 1e-12 * max(total, 1e-300))
+    mix = (counts * np.log(safe / n_samples)).sum(axis=1)
+    return -0.5 * n_samples * d * np.log(within / (n_samples * d)) + mix
+
+
+def choose(finished: list, fit=None) -> tuple[Best | None, np.ndarray]:
     """The restart to keep among ``finished`` (records with ``proba`` and ``score``).
 
     Parameters
@@ -60,6 +113,9 @@ def choose(finished: list) -> tuple[Best | None, np.ndarray]:
         Every completed restart of the fit (in run order). Clusters of zero ``prior`` (a
         record's prior at the end of its restart) are meant to stay empty and do not count
         as empty.
+    fit : callable, optional
+        ``fit(labels_list) -> ndarray``: the partitions' :func:`partition_log_likelihood`
+        (None: agreement alone).
 
     Returns
     -------
@@ -76,6 +132,13 @@ def choose(finished: list) -> tuple[Best | None, np.ndarray]:
     empties = np.array(
         [empty_clusters(lab, k, r.prior).size for lab, r in zip(labels, finished, strict=True)]
     )
-    agree = agreement(labels) if len(finished) >= MIN_CONSENSUS else np.zeros(len(finished))
-    ranks = [(-e, a, r.score) for e, a, r in zip(empties, agree, finished, strict=True)]
-    return finished[max(range(len(finished)), key=ranks.__getitem__)], agree
+    scores = np.array([r.score for r in finished], dtype=np.float64)
+    if len(finished) < MIN_CONSENSUS:
+        agree, rank = np.zeros(len(finished)), np.zeros(len(finished))
+    else:
+        agree = agreement(labels)
+        rank = rankdata(agree)
+        if fit is not None:
+            rank = rank + rankdata(fit(labels))
+    order = [(-e, r, s) for e, r, s in zip(empties, rank, scores, strict=True)]
+    return finished[max(range(len(finished)), key=order.__getitem__)], agree

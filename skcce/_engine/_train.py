@@ -57,13 +57,13 @@ class TrainConfig:
     verbose: int
     solver: str = "newton"
     solve_threads: int = 1  # threads for independent problems (batched restarts)
-    prior_kind: str = "uniform"  # "uniform", "match" (prior: the user's) or "auto" (_prior)
+    prior_kind: str = "uniform"  # "uniform", "match" (the user's prior), "estimate", "auto"
     n_samples: int = 1  # rows of an epoch (the estimated prior's memory)
 
 
-def make_tracker(cfg: TrainConfig, n_runs: int) -> PriorTracker:
-    """The class prior of ``n_runs`` restarts of a fit (:mod:`skcce._engine._prior`)."""
-    return PriorTracker(cfg.prior_kind, cfg.n_clusters, n_runs, cfg.prior, cfg.n_samples)
+def make_tracker(cfg: TrainConfig, runs) -> PriorTracker:
+    """The class prior of the restarts ``runs`` of a fit (:mod:`skcce._engine._prior`)."""
+    return PriorTracker(cfg.prior_kind, cfg.n_clusters, runs, cfg.prior, cfg.n_samples)
 
 
 def make_optimizer(module, cfg: TrainConfig):
@@ -194,7 +194,7 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
     step = Step(module, model, make_optimizer(module, cfg), prepared.inputs, cfg, ctx)
     if opt_state is not None:
         step.optimizer.load_state_dict(opt_state)
-    step.set_tracker(make_tracker(cfg, 1), mass)
+    step.set_tracker(make_tracker(cfg, [run]), mass)
     for callback in callbacks:
         callback.on_run_begin(run, first)
     try:
@@ -212,5 +212,5 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
         return RunResult(run, module, history, None, None, interrupted=True)
     proba = infer_proba_sharded(module, X, prepared.inputs, cfg.device, ctx, cfg.n_clusters)
     score = mutual_information(proba)
-    prior = step.tracker.value[0].copy() if step.tracker.varies else None
+    prior = step.tracker.prior_of(0, step.tracker.mass[0])
     return RunResult(run, module, history, proba, score, stopped is not None, prior)

@@ -71,8 +71,10 @@ def check_centroids(centroids, n_clusters: int, n_features: int) -> np.ndarray:
     >>> check_centroids([[0, 1], [2, 3]], 2, 2).dtype
     dtype('float64')
     """
+    if isinstance(centroids, torch.Tensor):
+        centroids = centroids.detach().cpu().numpy()
     try:
-        arr = np.array(centroids, dtype=np.float64)
+        arr = np.array(centroids, dtype=np.float64)  # a C-contiguous copy, whatever the input
     except (TypeError, ValueError) as exc:
         raise ValueError(
             f"init must be 'auto', 'random', 'kmeans' or an array of centroids of shape "
