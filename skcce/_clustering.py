@@ -171,11 +171,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     augment_weight : float, default=0.5
         Weight of the extra cross-entropy between the augmented view and the pseudo-label.
     n_init : int or "auto", default="auto"
-        Independent restarts; the one with the fewest empty clusters and, among those, the
-        one whose labels agree most with the other restarts' (mean adjusted Rand index,
-        :mod:`skcce._engine._select`; with fewer than 3 restarts, the highest :meth:`score`
-        on the training data) is kept. "auto": for the linear head, 10 restarts when
-        ``n_samples < 10_000`` (small
+        Independent restarts. The one kept has the fewest empty clusters and, among those,
+        the best sum of ranks under two label-free criteria (:mod:`skcce._engine._select`):
+        its agreement with the other restarts (mean adjusted Rand index of the labels) and,
+        for the linear head, the classification likelihood of its partition under spherical
+        Gaussians; with fewer than 3 restarts, the highest :meth:`score` on the training
+        data. "auto": for the linear head, 10 restarts when ``n_samples < 10_000`` (small
         data: restarts are cheap and a single linear head is sensitive to its
         initialisation) and 1 otherwise (large data: one run is already well above KMeans
         on Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time; see
@@ -812,10 +813,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     def score(self, X, y=None):
         r"""Label-free score: mutual information between samples and clusters (nats).
 
-        :math:`I = H(\bar\sigma) - \frac1N\sum_i H(\sigma_i)` over the predictions on X. It
-        does not depend on λ, so ``GridSearchCV(CCEClustering(), {"lam": [...]})`` compares
-        settings without labels: confident predictions that use all clusters score high
-        (at most :math:`\ln K`); a collapsed model scores close to 0.
+        :math:`I = H(\bar\sigma) - \frac1N\sum_i H(\sigma_i)` over the predictions on X:
+        confident predictions that use all clusters score high (at most :math:`\ln K`); a
+        collapsed model scores close to 0. It prefers balanced, confident partitions whether
+        or not they are right, so it is a weak guide across settings: to choose ``lam``
+        without labels, score a search by the restarts' agreement instead
+        (``scoring=lambda est, X, y=None: est.restart_agreement_.max()``; docs/user_guide.md,
+        "Restarts and choosing λ without labels").
 
         Parameters
         ----------

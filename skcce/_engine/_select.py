@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.stats import rankdata
-from sklearn.metrics import adjusted_rand_score
 
 from skcce._engine._callbacks import Best, empty_clusters
 
@@ -45,11 +44,31 @@ def agreement(labels: list) -> np.ndarray:
     m = len(labels)
     if m < 2:
         return np.zeros(m)
+    labels = [np.unique(np.asarray(lab), return_inverse=True)[1] for lab in labels]
     pair = np.eye(m)
     for i in range(m):
         for j in range(i + 1, m):
-            pair[i, j] = pair[j, i] = adjusted_rand_score(labels[i], labels[j])
+            pair[i, j] = pair[j, i] = _adjusted_rand(labels[i], labels[j])
     return (pair.sum(axis=1) - 1.0) / (m - 1)
+
+
+def _adjusted_rand(a, b) -> float:
+    """Adjusted Rand index of two labellings coded 0..k-1 (Hubert and Arabie, 1985), from
+    their contingency table (one bincount; scikit-learn's ``adjusted_rand_score`` gives the
+    same values, tested)."""
+    ka, kb = int(a.max()) + 1, int(b.max()) + 1
+    table = np.bincount(a * kb + b, minlength=ka * kb).reshape(ka, kb).astype(np.float64)
+
+    def pairs(x):
+        return float((x * (x - 1.0)).sum() / 2.0)
+
+    n = float(len(a))
+    index, rows, cols = pairs(table), pairs(table.sum(axis=1)), pairs(table.sum(axis=0))
+    expected = rows * cols / (n * (n - 1.0) / 2.0) if n > 1 else 0.0
+    top = 0.5 * (rows + cols)
+    if top == expected:  # both labellings trivial (one cluster, or all singletons)
+        return 1.0
+    return (index - expected) / (top - expected)
 
 
 def partition_log_likelihood(rows, labels: list, n_clusters: int, n_samples: int):
@@ -93,8 +112,10 @@ def partition_log_likelihood(rows, labels: list, n_clusters: int, n_samples: int
         if sums is None:
             sums = np.zeros((m, n_clusters, block.shape[1]))
         total += float(np.einsum("ij,ij->", block, block))
-        for r, lab in enumerate(labels):
-            np.add.at(sums[r], lab[start : start + len(block)], block)
+        for r, lab in enumerate(labels):  # cluster sums: a one-hot product per restart
+            onehot = np.zeros((n_clusters, len(block)))
+            onehot[lab[start : start + len(block)], np.arange(len(block))] = 1.0
+            sums[r] += onehot @ block
     d = sums.shape[2]
     counts = np.stack([np.bincount(lab, minlength=n_clusters) for lab in labels]).astype(float)
     safe = np.maximum(counts, 1.0)
