@@ -200,3 +200,13 @@ def test_near_empty_clusters_warn():
     assert empty.tolist() == [3] and near.tolist() == [2]
     assert [a.tolist() for a in small_clusters(labels, 4, prior=[0.5, 0.5, 0.0, 0.0])] == [[], []]
     assert X.shape[0] == labels.shape[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fortran_ordered_X_predicts_bit_identically(blobs, dtype):
+    # batches are C-ordered copies whatever X's order: the same BLAS call, the same bits
+    est = CCEClustering(n_clusters=3, **FAST).fit(blobs.astype(dtype))
+    X = blobs.astype(dtype)
+    np.testing.assert_array_equal(
+        est.predict_proba(np.asfortranarray(X)), est.predict_proba(np.ascontiguousarray(X))
+    )

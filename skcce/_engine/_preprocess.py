@@ -120,9 +120,11 @@ class Inputs:
         if fast is not None:  # float32 features: float32 passes on our own copy, same values
             unit, m_hi, inv, c = fast
             if isinstance(idx, slice):
-                z = np.array(X[idx], dtype=np.float32)
+                z = np.array(X[idx], dtype=np.float32, order="C")
             else:  # np.take: a gather of rows about 2.5x faster than X[idx]
-                z = np.take(X, idx, axis=0)
+                z = np.ascontiguousarray(np.take(X, idx, axis=0))
+            # C order whatever X's: a Fortran-ordered X reaches the BLAS with the strides of
+            # a C-ordered one, so both predict bit-identically on every CPU
             if unit != 1:
                 z *= unit  # a power of two: exact
             z -= m_hi
@@ -131,7 +133,7 @@ class Inputs:
             return torch.from_numpy(z).to(device=device)
         block = X[idx]  # a view for a slice, a batch-sized copy for an index array
         if self.layout == "flat":
-            z = np.multiply(block, 1.0 / self.scale, dtype=np.float64)  # our own array
+            z = np.multiply(block, 1.0 / self.scale, dtype=np.float64, order="C")  # our own
             z -= self.mean
             z /= self.std
             with np.errstate(over="ignore"):  # far outside the fit's range: inf, which
