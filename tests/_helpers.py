@@ -68,3 +68,22 @@ def assert_proba_within_float32(actual, expected, logit_bound):
         f"predict_proba differs from the expected values by more than float32 rounding "
         f"allows: at {worst}, |{actual[worst]!r} - {expected[worst]!r}| > {tol[worst]:.3g}"
     )
+
+
+def count_default_augmentation(monkeypatch, views):
+    """Make ``skcce.models.default_augmentation`` append the shape of every batch it is
+    given to ``views`` (it still augments)."""
+    import skcce.models
+
+    built_in = skcce.models.default_augmentation
+
+    def counting(input_shape):
+        aug = built_in(input_shape)
+
+        def counted(x, **kwargs):
+            views.append(tuple(x.shape))
+            return aug(x, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(skcce.models, "default_augmentation", counting)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from _helpers import VGG4_ADAM, float32_blobs
+from _helpers import VGG4_ADAM, count_default_augmentation, float32_blobs
 from sklearn.base import clone
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
@@ -434,20 +434,7 @@ def test_augmentation_on_off(tiny_images, unaugmented, monkeypatch, augment, wei
         return x.flip(-1)
 
     if augment == "default":  # count the batches the built-in augmentation is given
-        import skcce.models
-
-        built_in = skcce.models.default_augmentation
-
-        def counting(input_shape):
-            aug = built_in(input_shape)
-
-            def counted(x, **kwargs):
-                views.append(tuple(x.shape))
-                return aug(x, **kwargs)
-
-            return counted
-
-        monkeypatch.setattr(skcce.models, "default_augmentation", counting)
+        count_default_augmentation(monkeypatch, views)
     chosen = flip if augment == "flip" else augment
     est = CCEClustering(n_clusters=2, **{**VGG4_ADAM, "augment": chosen, "augment_weight": weight})
     first = _weights(est.fit(X))

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _helpers import VGG4_ADAM
+from _helpers import VGG4_ADAM, count_default_augmentation
 
 from skcce import CCEClustering
 from skcce.datasets import DEBIAN_FASHION_MNIST_DIR, load_dataset
@@ -64,22 +64,9 @@ def test_vgg4_fashion_mnist_grey28(fashion_subset):
 def test_vgg4_fashion_mnist_augment(fashion_subset, monkeypatch):
     """The built-in augmentation runs on every batch, in image space (its effect on the
     training: tests/test_clustering.py::test_augmentation_on_off)."""
-    import skcce.models
-
     X, _ = fashion_subset
     views = []
-    built_in = skcce.models.default_augmentation
-
-    def counting(input_shape):
-        aug = built_in(input_shape)
-
-        def counted(x, **kwargs):
-            views.append(tuple(x.shape))
-            return aug(x, **kwargs)
-
-        return counted
-
-    monkeypatch.setattr(skcce.models, "default_augmentation", counting)
+    count_default_augmentation(monkeypatch, views)
     est = _fit(X[:100], 10, batch_size=50, max_epochs=1, augment="default", augment_weight=0.5)
     _check_fitted(est, X[:100], 10, 1)
     assert views == [(50, 1, 28, 28)] * 2  # both batches of the one epoch
