@@ -26,7 +26,7 @@ from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
 from skcce._engine._inference import infer_proba
 from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
-from skcce._engine._select import choose, partition_log_likelihood
+from skcce._engine._select import choose_restart
 from skcce._engine._threads import thread_limit
 from skcce._engine._train import FitInterruptedWarning, TrainConfig, run_single
 from skcce._warn import warn
@@ -651,7 +651,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 callback.on_run_end(result, finished)
             if result.interrupted:
                 break
-        best, agreement = choose(finished, self._partition_fit(X, plan))
+        linear = _defaults.regime(self.model) == "linear"
+        best, agreement = choose_restart(finished, X, plan.prepared.inputs, linear)
         if best is None:  # Ctrl-C before the first completed epoch
             raise KeyboardInterrupt
         if sk is not None:
@@ -689,18 +690,6 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 continue
             kept = kept or bool(result.history)
             yield result
-
-    def _partition_fit(self, X, plan):
-        """The partitions' likelihood on the normalised features (linear head; None for
-        other models: the restarts are then chosen by agreement alone)."""
-        if _defaults.regime(self.model) != "linear":
-            return None
-        inputs, cpu = plan.prepared.inputs, torch.device("cpu")
-
-        def rows(start, stop):
-            return inputs.raw(X, slice(start, stop), cpu).numpy()
-
-        return lambda labels: partition_log_likelihood(rows, labels, self.n_clusters, len(X))
 
     def _warn_interrupted(self, result, best, n_init):
         warn(

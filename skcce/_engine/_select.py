@@ -15,6 +15,7 @@ information decides. A restart with more empty clusters than another never wins.
 from __future__ import annotations
 
 import numpy as np
+import torch
 from scipy.stats import rankdata
 
 from skcce._engine._callbacks import Best, empty_clusters
@@ -163,3 +164,22 @@ def choose(finished: list, fit=None) -> tuple[Best | None, np.ndarray]:
             rank = rank + rankdata(fit(labels))
     order = [(-e, r, s) for e, r, s in zip(empties, rank, scores, strict=True)]
     return finished[max(range(len(finished)), key=order.__getitem__)], agree
+
+
+def choose_restart(finished: list, X, inputs, features: bool):
+    """:func:`choose` for a fit: the partition likelihood on the normalised rows of the
+    training data ``X`` (``inputs``: its fitted normalisation) when ``features`` (the linear
+    head on 2-D features), the agreement alone otherwise."""
+    fit = None
+    if features:
+        cpu = torch.device("cpu")
+
+        def rows(start, stop):
+            return inputs.raw(X, slice(start, stop), cpu).numpy()
+
+        k = finished[0].proba.shape[1] if finished else 0
+
+        def fit(labels):
+            return partition_log_likelihood(rows, labels, k, len(X))
+
+    return choose(finished, fit)
