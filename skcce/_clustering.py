@@ -122,8 +122,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         assignment (:mod:`skcce.models._kmeans_init`); every restart draws its own
         subsample and seeds. An array: these centroids, in the units of X. ``"auto"``:
         for the linear head, restarts alternate between ``"random"`` (the first, so a
-        single restart is the random head) and ``"kmeans"``, and the label-free score picks
-        (all ``"random"`` when X holds fewer distinct rows than clusters); ``"random"`` for
+        single restart is the random head) and ``"kmeans"``, and the comparison of the
+        restarts picks (see ``n_init``; all ``"random"`` when X holds fewer distinct rows than clusters); ``"random"`` for
         every other model. The measurements behind this choice are in docs/benchmarks.md
         (``bench_embeddings``, ``bench_vs_kmeans``). ``"kmeans"`` or an array
         with a non-linear model is a ``ValueError``.

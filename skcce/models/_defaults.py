@@ -115,7 +115,8 @@ def regime(model) -> str:
 
 #: ``init="auto"`` on the linear head: restarts alternate between the random head (even
 #: restarts, so one restart is today's random head) and the KMeans head (odd restarts); the
-#: label-free score picks among them. False: every restart starts from KMeans.
+#: comparison of the restarts (:mod:`skcce._engine._select`) picks among them. False: every
+#: restart starts from KMeans.
 ALTERNATE = True
 
 
