@@ -123,10 +123,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         subsample and seeds. An array: these centroids, in the units of X. ``"auto"``:
         for the linear head, restarts alternate between ``"random"`` (the first, so a
         single restart is the random head) and ``"kmeans"``, and the comparison of the
-        restarts picks (see ``n_init``; all ``"random"`` when X holds fewer distinct rows than clusters); ``"random"`` for
-        every other model. The measurements behind this choice are in docs/benchmarks.md
-        (``bench_embeddings``, ``bench_vs_kmeans``). ``"kmeans"`` or an array
-        with a non-linear model is a ``ValueError``.
+        restarts picks (see ``n_init``; all ``"random"`` when X holds fewer distinct rows
+        than clusters); ``"random"`` for every other model. The measurements behind this
+        choice are in docs/benchmarks.md (``bench_embeddings``, ``bench_vs_kmeans``).
+        ``"kmeans"`` or an array with a non-linear model is a ``ValueError``.
     optimizer : {"auto", "sgd", "adam"}, default="auto"
         Optimiser of the network step. ``"auto"``: ``"sgd"`` for the linear head,
         ``"adam"`` for every other model (the table under "Model-aware defaults" in the
