@@ -449,7 +449,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             return self.prior, None
         raw = self.prior
         if isinstance(raw, torch.Tensor):
-            raw = raw.detach().cpu()
+            raw = raw.detach().cpu().numpy()
         try:
             prior = np.array(raw, dtype=np.float64)  # a copy, C-contiguous
         except (TypeError, ValueError) as exc:
