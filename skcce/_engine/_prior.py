@@ -19,7 +19,8 @@ The fairness terms :math:`KL(u\\|\\bar y)` (pseudo-labels) and :math:`KL(u\\|\\b
     a mixture's proportions (the mean responsibility), made online.
 
 The estimated mass starts uniform and is updated after every batch from the solver's exact
-pseudo-labels (in ``"uniform"`` mode too, where it only feeds the fitted ``prior_``). The
+pseudo-labels, unless every restart's prior is uniform (then nothing is tracked and the
+solvers take their own uniform default, bit for bit the fit of ``prior=None``). The
 pseudo-label solver keeps its certificate for whatever ``u`` is in force in a batch.
 """
 
@@ -27,7 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-#: The smallest entry of an estimated prior (``prior="auto"``), as a fraction of the samples.
+#: The smallest entry of an estimated prior (``"estimate"``), as a fraction of the samples
+#: (``0.5 / K`` when that is smaller: with few clusters 1 % is no guard).
 FLOOR = 0.01
 
 

@@ -1,0 +1,60 @@
+"""The class prior of each restart (skcce._engine._prior) and what the estimator makes of it."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from skcce import CCEClustering
+from skcce._engine._prior import FLOOR, PriorTracker, restart_kind
+
+FAST = dict(max_epochs=3, batch_size=64, random_state=0)
+
+
+def test_restart_kinds():
+    assert [restart_kind("auto", r) for r in range(4)] == [
+        "uniform", "estimate", "uniform", "estimate"
+    ]  # fmt: skip
+    assert {restart_kind(k, 3) for k in ("uniform", "estimate", "match")} == {
+        "uniform", "estimate", "match"
+    }  # fmt: skip
+
+
+def test_estimate_follows_the_pseudo_labels_with_a_one_epoch_memory_and_a_floor():
+    t = PriorTracker("estimate", 4, 1, n_samples=100)
+    ybar = np.array([[0.7, 0.3, 0.0, 0.0]])
+    t.update(ybar, rows=50)  # half an epoch: half way from uniform
+    np.testing.assert_allclose(t.mass[0], 0.5 * 0.25 + 0.5 * ybar[0])
+    for _ in range(40):
+        t.update(ybar, rows=50)
+    floor = min(FLOOR, 0.5 / 4)
+    assert t.value[0].min() >= floor / (1 + 2 * floor) - 1e-12  # raised, renormalised
+    assert t.value[0].sum() == pytest.approx(1.0)
+    assert t.value[0][0] > t.value[0][1] > t.value[0][2]
+
+
+def test_auto_tracks_only_its_estimating_restarts():
+    t = PriorTracker("auto", 3, [0, 1, 2, 3], n_samples=10)
+    t.update(np.tile([0.8, 0.1, 0.1], (4, 1)), rows=10)
+    np.testing.assert_array_equal(t.value[[0, 2]], np.full((2, 3), 1 / 3))
+    assert t.value[1, 0] > 0.5 and t.prior_of(0, t.mass[0]) is None
+    assert t.prior_of(1, t.mass[1]) == pytest.approx(t.value[1])
+
+
+def test_auto_with_one_restart_is_the_uniform_fit_bit_for_bit():
+    X, _ = make_blobs(300, centers=3, n_features=4, random_state=0)
+    auto = CCEClustering(n_clusters=3, n_init=1, **FAST).fit(X)
+    uniform = CCEClustering(n_clusters=3, n_init=1, prior=None, **FAST).fit(X)
+    np.testing.assert_array_equal(auto.predict_proba(X), uniform.predict_proba(X))
+    np.testing.assert_array_equal(auto.prior_, np.full(3, 1 / 3))
+
+
+def test_estimate_finds_unequal_cluster_sizes():
+    X, y = make_blobs([600, 150, 50], centers=[[0, 0], [8, 0], [0, 8]], random_state=0)
+    params = dict(FAST, max_epochs=10)  # the estimate starts uniform: a few epochs to settle
+    est = CCEClustering(n_clusters=3, n_init=1, prior="estimate", **params).fit(X)
+    uniform = CCEClustering(n_clusters=3, n_init=1, prior=None, **params).fit(X)
+    shares = np.sort(np.bincount(y) / len(y))
+    assert np.abs(np.sort(est.prior_) - shares).max() < 0.03, est.prior_
+    sizes = np.sort(np.bincount(est.labels_, minlength=3) / len(y))
+    uniform_sizes = np.sort(np.bincount(uniform.labels_, minlength=3) / len(y))
+    assert np.abs(sizes - shares).sum() < np.abs(uniform_sizes - shares).sum()
