@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from skcce._engine._callbacks import empty_clusters
+
 #: A cluster smaller than this fraction of ``n_samples / n_clusters`` is near-empty.
 NEAR_EMPTY = 0.01
 
@@ -24,12 +26,12 @@ def small_clusters(labels, n_clusters, prior=None) -> tuple[np.ndarray, np.ndarr
     >>> [a.tolist() for a in small_clusters(labels, 4)]
     [[3], [2]]
     """
-    sizes = np.bincount(np.asarray(labels), minlength=n_clusters)
+    labels = np.asarray(labels)
+    sizes = np.bincount(labels, minlength=n_clusters)
     meant = np.zeros(n_clusters, bool) if prior is None else np.asarray(prior) <= 0
     near = NEAR_EMPTY * len(labels) / n_clusters
-    empty = np.flatnonzero((sizes == 0) & ~meant)
     near_empty = np.flatnonzero((sizes > 0) & (sizes < near) & ~meant)
-    return empty, near_empty
+    return empty_clusters(labels, n_clusters, prior), near_empty
 
 
 def _advice(linear: bool, used: dict) -> list[str]:

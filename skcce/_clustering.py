@@ -442,7 +442,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     def _check_prior(self):
         """``(kind, values)`` of ``prior`` (:mod:`skcce._engine._prior`): ``("uniform",
-        None)``, ``("auto", None)`` or ``("match", proportions)``, the user's array converted
+        None)``, ``("auto", None)``, ``("estimate", None)`` or ``("match", proportions)``,
+        the user's array converted
         once here (any array-like: lists, tensors, views of any strides or order, float32) to
         a contiguous float64 array that sums to 1."""
         if self.prior is None:

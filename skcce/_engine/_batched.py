@@ -142,20 +142,13 @@ class _Batched:
         self.optimizer = None if self.in_place else make_optimizer(heads, cfg)
 
     def _refresh(self):
-        """The priors in force, (R, K): float64 on the host for the solver, float32 on the
-        device for the network loss (both None when uniform: the solvers' own default)."""
-        if not self.tracker.varies:
-            self.prior = self.prior_dev = None
-            return
-        self.prior = torch.from_numpy(self.tracker.value.copy())
-        self.prior_dev = self.prior.to(device=self.cfg.device, dtype=torch.float32)
+        """The priors in force, (R, K) (:meth:`PriorTracker.tensors`)."""
+        self.prior, self.prior_dev = self.tracker.tensors(self.cfg.device)
 
     def update_prior(self, results):
         """After a step: each restart's tracker sees its batch's pseudo-labels."""
         if self.tracker.varies:
-            ybar = np.stack([res.labels.to("cpu", torch.float64).mean(dim=0).numpy()
-                             for res in results])  # fmt: skip
-            self.tracker.update(ybar, results[0].labels.shape[0])
+            self.tracker.see([res.labels for res in results])
             self._refresh()
 
     def _fused(self):

@@ -1,7 +1,7 @@
 """The class prior ``u`` of a fit's fairness terms, per restart, as training goes.
 
 The fairness terms :math:`KL(u\\|\\bar y)` (pseudo-labels) and :math:`KL(u\\|\\bar\\sigma)`
-(network) pull the cluster sizes towards the prior ``u``. Three kinds of prior
+(network) pull the cluster sizes towards the prior ``u``. Four kinds of prior
 (:class:`PriorTracker`):
 
 ``"uniform"`` (``prior=None``)
@@ -11,12 +11,17 @@ The fairness terms :math:`KL(u\\|\\bar y)` (pseudo-labels) and :math:`KL(u\\|\\b
     (which cluster ends up holding which class is arbitrary): the values are assigned to
     the clusters by rank of their estimated mass (the largest value to the cluster that
     holds the most mass, and so on), so ``u`` is always a permutation of the user's array.
-``"auto"`` (``prior="auto"``)
+``"estimate"`` (``prior="estimate"``)
     The proportions are estimated during training: the mass of each cluster, an exponential
     moving average of the batches' mean pseudo-label :math:`\\bar y` whose memory is one
     epoch (a batch of ``b`` rows of ``n`` weighs ``b / n``), is the prior, raised to at least
     :data:`FLOOR` and renormalised so that no cluster can vanish. This is the EM update of
     a mixture's proportions (the mean responsibility), made online.
+``"auto"`` (``prior="auto"``, the default)
+    Restarts alternate between ``"uniform"`` (even restarts, so a single restart is the
+    paper's) and ``"estimate"`` (odd restarts: with ``init="auto"`` those start from the
+    KMeans head, whose clusters already carry the data's proportions); the restarts are
+    compared by :mod:`skcce._engine._select`.
 
 The estimated mass starts uniform and is updated after every batch from the solver's exact
 pseudo-labels, unless every restart's prior is uniform (then nothing is tracked and the
@@ -27,6 +32,7 @@ pseudo-label solver keeps its certificate for whatever ``u`` is in force in a ba
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 #: The smallest entry of an estimated prior (``"estimate"``), as a fraction of the samples
 #: (``0.5 / K`` when that is smaller: with few clusters 1 % is no guard).
@@ -88,6 +94,25 @@ class PriorTracker:
         rate = min(1.0, rows / self.n)
         self.mass = (1.0 - rate) * self.mass + rate * np.asarray(ybar, np.float64)
         self.value = self._from_mass()
+
+    def see(self, labels):
+        """After a step: move each restart's mass towards the mean of its batch's
+        pseudo-labels (``labels``: one (B, K) tensor per restart, same B). Nothing happens
+        when every prior is uniform."""
+        if self.varies:
+            ybar = np.stack(
+                [y.detach().to("cpu", torch.float64).mean(dim=0).numpy() for y in labels]
+            )
+            self.update(ybar, labels[0].shape[0])
+
+    def tensors(self, device):
+        """The priors in force, (R, K): float64 on the host (the solver's) and float32 on
+        ``device`` (the network loss's); ``(None, None)`` when every prior is uniform (the
+        solvers' and losses' own default, bit for bit)."""
+        if not self.varies:
+            return None, None
+        prior = torch.from_numpy(self.value.copy())
+        return prior, prior.to(device=device, dtype=torch.float32)
 
     def prior_of(self, i, mass):
         """The prior of the ``i``-th restart that its masses ``mass`` (K,) give, or None

@@ -1,15 +1,22 @@
-"""The choice of the kept restart: fewest empty clusters, then agreement with the others.
+"""The choice of the kept restart: fewest empty clusters, then two label-free criteria.
 
 Restarts of a clustering head end in different local optima. The label-free mutual
-information :math:`I = H(\\bar\\sigma) - \\overline{H(\\sigma)}` that used to rank them prefers
-balanced, confident partitions, whether or not they are right: on imbalanced or elongated
-clusters it ranked the wrong restarts first (docs/benchmarks.md, ``bench_ordinary``). The
-restarts that find the data's structure tend to find the *same* partition, while the wrong
-ones differ from each other, so the restart kept is the one whose labels agree most with the
-other restarts' labels (mean adjusted Rand index; a consensus rule in the manner of
-stability-based model selection, Lange et al. 2004). With fewer than
-:data:`MIN_CONSENSUS` restarts there is no majority to agree with, and the mutual
-information decides. A restart with more empty clusters than another never wins.
+information :math:`I = H(\\bar\\sigma) - \\overline{H(\\sigma)}` that used to rank them
+prefers balanced, confident partitions, whether or not they are right: on imbalanced or
+elongated clusters it ranked the wrong restarts first (docs/benchmarks.md,
+``bench_ordinary``). Two criteria that do not prefer balance replace it, each weak alone:
+
+* **agreement** (:func:`agreement`): restarts that find the data's structure tend to find the
+  *same* partition, while wrong ones differ from each other, so a restart scores the mean
+  adjusted Rand index of its labels with the other restarts' (a consensus rule in the manner
+  of stability-based model selection, Lange et al. 2004);
+* **fit** (:func:`partition_log_likelihood`, the linear head on features): the
+  classification log-likelihood of the restart's hard partition under spherical Gaussians
+  of one shared variance, with the partition's own proportions.
+
+The kept restart has the fewest empty clusters and, among those, the best sum of its ranks
+under the two (the agreement alone for other models), ties going to the higher mutual
+information. With fewer than :data:`MIN_CONSENSUS` restarts the mutual information decides.
 """
 
 from __future__ import annotations

@@ -67,17 +67,17 @@ class Step:
         self._refresh()
 
     def _refresh(self):
-        if self.tracker is None or not self.tracker.varies:
-            self.prior = self.prior_dev = None  # uniform: the solvers' own default
+        if self.tracker is None:
+            self.prior = self.prior_dev = None
             return
-        self.prior = torch.from_numpy(self.tracker.value[0].copy())
-        self.prior_dev = self.prior.to(device=self.cfg.device, dtype=torch.float32)
+        prior, prior_dev = self.tracker.tensors(self.cfg.device)
+        self.prior = None if prior is None else prior[0]  # one restart
+        self.prior_dev = None if prior_dev is None else prior_dev[0]
 
     def update_prior(self, labels):
         """After a step: the tracker sees the batch's pseudo-labels ``labels`` (B, K)."""
         if self.tracker is not None and self.tracker.varies:
-            ybar = labels.detach().to("cpu", torch.float64).mean(dim=0)
-            self.tracker.update(ybar.numpy()[None, :], labels.shape[0])
+            self.tracker.see([labels])
             self._refresh()
 
     def prior_state(self):
