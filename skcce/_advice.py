@@ -9,30 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from skcce._engine._callbacks import empty_clusters
-
-#: A cluster smaller than this fraction of ``n_samples / n_clusters`` is near-empty.
-NEAR_EMPTY = 0.01
-
-
-def small_clusters(labels, n_clusters, prior=None) -> tuple[np.ndarray, np.ndarray]:
-    """``(empty, near_empty)`` cluster indices of a labelling: no sample, or fewer than
-    :data:`NEAR_EMPTY` ``* n / K`` samples (clusters of zero ``prior`` are meant to be
-    empty and are left out).
-
-    Examples
-    --------
-    >>> labels = np.r_[np.zeros(500, int), np.ones(499, int), [2]]
-    >>> [a.tolist() for a in small_clusters(labels, 4)]
-    [[3], [2]]
-    """
-    labels = np.asarray(labels)
-    sizes = np.bincount(labels, minlength=n_clusters)
-    meant = np.zeros(n_clusters, bool) if prior is None else np.asarray(prior) <= 0
-    near = NEAR_EMPTY * len(labels) / n_clusters
-    near_empty = np.flatnonzero((sizes > 0) & (sizes < near) & ~meant)
-    return empty_clusters(labels, n_clusters, prior), near_empty
-
 
 def _advice(linear: bool, used: dict) -> list[str]:
     """The changes worth trying, given the resolved settings ``used``."""
@@ -63,7 +39,8 @@ def collapse_message(empty, near_empty, restarts, linear, used) -> str:
     Parameters
     ----------
     empty, near_empty : ndarray of int
-        The kept restart's empty and near-empty clusters (:func:`small_clusters`).
+        The kept restart's empty and near-empty clusters
+        (:func:`skcce._engine._callbacks.small_clusters`).
     restarts : tuple (list of int, int)
         The restarts (1-based) that ended with an empty or near-empty cluster, and the
         number of completed restarts.
@@ -72,7 +49,9 @@ def collapse_message(empty, near_empty, restarts, linear, used) -> str:
     used : dict
         The resolved settings: ``fairness_weight``, ``lam``, ``learning_rate``, ``init``
         ("random", "kmeans", "mixed" or "array"), ``n_init``, ``optimizer``, ``augment``,
-        ``batch_size``, ``n_clusters``, ``prior`` ("uniform", "auto" or "match").
+        ``batch_size``, ``n_clusters``, ``prior`` ("uniform", "auto", "estimate" or
+        "match") and ``near_empty`` (the near-empty fraction of ``n_samples / n_clusters``,
+        default 0.01).
 
     Returns
     -------
@@ -86,8 +65,9 @@ def collapse_message(empty, near_empty, restarts, linear, used) -> str:
                      f"{np.asarray(empty).tolist()[:10]})")  # fmt: skip
     if len(near_empty):
         verb = "holds" if len(near_empty) == 1 else "hold"
+        share = used.get("near_empty", 0.01)
         parts.append(
-            f"{len(near_empty)} of {k} clusters {verb} fewer than {NEAR_EMPTY:.0%} of "
+            f"{len(near_empty)} of {k} clusters {verb} fewer than {share:.0%} of "
             f"n_samples / n_clusters (clusters {np.asarray(near_empty).tolist()[:10]})"
         )
     if total == 1:

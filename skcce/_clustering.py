@@ -15,12 +15,18 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from skcce._advice import collapse_message, small_clusters
+from skcce._advice import collapse_message
 from skcce._engine import _checkpoint
 from skcce._engine._batched import applies as batched_applies
 from skcce._engine._batched import run_batched
 from skcce._engine._build import make_builder
-from skcce._engine._callbacks import Best, ProgressBar, SklearnCallbacks
+from skcce._engine._callbacks import (
+    NEAR_EMPTY,
+    Best,
+    ProgressBar,
+    SklearnCallbacks,
+    small_clusters,
+)
 from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
@@ -758,6 +764,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             "batch_size": self.batch_size_,
             "n_clusters": k,
             "prior": plan.cfg.prior_kind,
+            "near_empty": NEAR_EMPTY,
         }
         linear = _defaults.regime(self.model) == "linear"
         message = collapse_message(empty, near, (collapsed, len(finished)), linear, used)

@@ -13,7 +13,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skcce import CCEClustering
-from skcce._advice import collapse_message, small_clusters
+from skcce._advice import collapse_message
+from skcce._engine._callbacks import small_clusters
 
 FAST = dict(max_epochs=2, n_init=1, batch_size=64, random_state=0)
 P = np.array([0.5, 0.3, 0.2])

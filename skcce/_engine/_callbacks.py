@@ -92,6 +92,29 @@ def empty_clusters(labels, n_clusters, prior=None) -> np.ndarray:
     return empty
 
 
+#: A cluster smaller than this fraction of ``n_samples / n_clusters`` is near-empty.
+NEAR_EMPTY = 0.01
+
+
+def small_clusters(labels, n_clusters, prior=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(empty, near_empty)`` cluster indices of a labelling: no sample, or fewer than
+    :data:`NEAR_EMPTY` ``* n / K`` samples (clusters of zero ``prior`` are meant to be
+    empty and are left out).
+
+    Examples
+    --------
+    >>> labels = np.r_[np.zeros(500, int), np.ones(499, int), [2]]
+    >>> [a.tolist() for a in small_clusters(labels, 4)]
+    [[3], [2]]
+    """
+    labels = np.asarray(labels)
+    sizes = np.bincount(labels, minlength=n_clusters)
+    meant = np.zeros(n_clusters, bool) if prior is None else np.asarray(prior) <= 0
+    near = NEAR_EMPTY * len(labels) / n_clusters
+    near_empty = np.flatnonzero((sizes > 0) & (sizes < near) & ~meant)
+    return empty_clusters(labels, n_clusters, prior), near_empty
+
+
 class Callback:
     """Hooks around the runs, epochs and batches of a fit; each does nothing by default.
 
