@@ -3,7 +3,7 @@
 The linear head's fit trains its restarts as one batched model (``skcce._engine._batched``:
 class-major logits, closed-form gradient, in-place SGD, one normalised copy of small data);
 the reference is the same restarts trained one by one (``run_single``, autograd), selected by
-patching ``skcce._clustering.batched_applies``. Both are the same arithmetic up to rounding,
+patching ``skcce._engine._batched.applies``. Both are the same arithmetic up to rounding,
 and training is chaotic, so single seeds differ; this script compares the two over many
 seeds: fit time, accuracy, and how far a relative change of 1e-7 in the initial weights
 moves one epoch of the one-by-one fit (the size of the chaos, on its own).
@@ -29,7 +29,7 @@ from sklearn.datasets import load_digits
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import machine_lines, publish  # noqa: E402
 
-import skcce._clustering as clustering  # noqa: E402
+import skcce._engine._batched as batched_path  # noqa: E402
 import skcce._engine._build as build  # noqa: E402
 from skcce import CCEClustering  # noqa: E402
 from skcce.cli.demo import load_fashion_mnist  # noqa: E402
@@ -37,15 +37,15 @@ from skcce.metrics import clustering_accuracy  # noqa: E402
 
 
 def _fit(X, seed, batched, **params):
-    real = clustering.batched_applies
+    real = batched_path.applies
     if not batched:
-        clustering.batched_applies = lambda *args: False
+        batched_path.applies = lambda *args: False
     try:
         t0 = time.perf_counter()
         est = CCEClustering(n_clusters=10, random_state=seed, **params).fit(X)
         return est, time.perf_counter() - t0
     finally:
-        clustering.batched_applies = real
+        batched_path.applies = real
 
 
 def _chaos(X, seed):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -17,24 +17,17 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from skcce._advice import collapse_message
 from skcce._engine import _checkpoint
-from skcce._engine._batched import applies as batched_applies
-from skcce._engine._batched import run_batched
 from skcce._engine._build import make_builder
-from skcce._engine._callbacks import (
-    NEAR_EMPTY,
-    Best,
-    ProgressBar,
-    SklearnCallbacks,
-    small_clusters,
-)
+from skcce._engine._callbacks import NEAR_EMPTY, ProgressBar, SklearnCallbacks, small_clusters
 from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
 from skcce._engine._inference import infer_proba
 from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
+from skcce._engine._restarts import run_restarts
 from skcce._engine._select import choose_restart
 from skcce._engine._threads import thread_limit
-from skcce._engine._train import FitInterruptedWarning, TrainConfig, run_single
+from skcce._engine._train import FitInterruptedWarning, TrainConfig
 from skcce._warn import warn
 from skcce.metrics import mutual_information
 from skcce.models import _defaults
@@ -56,10 +49,11 @@ _MODEL_NAMES = ("linear", "vgg4", "resnet18")
 _RENAMED = {"em_tol": "solver_tol", "em_max_iter": "solver_max_iter"}  # 0.2: old -> new
 
 
-@dataclass
+@dataclass(frozen=True)
 class _FitPlan:
     """What ``fit`` resolved before training: the data-parallel context, the prepared data,
-    the run settings, the restart seeds and the network factory."""
+    the run settings, the restart seeds, the network factory and whether it is the linear
+    head."""
 
     ctx: object
     prepared: Prepared
@@ -68,7 +62,7 @@ class _FitPlan:
     seeds: np.ndarray
     build: object
     settings: dict  # every "auto" training setting resolved (skcce.models._defaults)
-    diverged: list = field(default_factory=list)  # restarts skipped: non-finite outputs
+    linear: bool  # the built-in linear head (skcce.models._defaults.is_linear)
 
 
 class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
@@ -426,7 +420,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     def _validate_X(self, X, reset):
         """Checked X, without copying an array that is already usable (float32 or float64
         features; uint8 or float images): batches are cut from it during fit and predict."""
-        deep = not (isinstance(self.model, str) and self.model == "linear")
+        deep = not _defaults.is_linear(self.model)
         params = dict(
             dtype="numeric" if deep else [np.float32, np.float64],
             allow_nd=deep,
@@ -560,6 +554,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             images=X.ndim > 2,  # the image layouts (2-D X is "flat")
             n_features=X.shape[1] if X.ndim == 2 else None,
         )
+        linear = _defaults.is_linear(self.model)
         init = _defaults.check_init(settings["init"], self.init, self.model, self.n_clusters, X)
         ctx = resolve_distributed(self.distributed)
         device = local_device(resolve_device(self.device), ctx)
@@ -569,7 +564,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
         build = make_builder(self.model, self.n_clusters, X, prepared, ctx, device, init)
-        return _FitPlan(ctx, prepared, cfg, settings["n_init"], seeds, build, settings)
+        return _FitPlan(ctx, prepared, cfg, settings["n_init"], seeds, build, settings, linear)
 
     def _checkpoint_settings(self, plan):
         """The parameters a checkpoint must agree on (those that change the fitted model)."""
@@ -607,7 +602,6 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 plan.seeds,
             )
             callbacks.append(checkpoint)
-            plan.seeds = checkpoint.seeds
         if plan.cfg.verbose and plan.ctx.is_main:
             n_batches = max(1, -(-X.shape[0] // plan.cfg.batch_size))
             callbacks.append(ProgressBar(plan.n_init, plan.cfg.max_epochs, n_batches))
@@ -639,7 +633,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         """The thread count of ``n_threads`` (None: leave torch's setting alone)."""
         if self.n_threads is not None:
             return self.n_threads
-        return 1 if _defaults.regime(self.model) == "linear" else None
+        return 1 if _defaults.is_linear(self.model) else None
 
     def _fit(self, X, solve_threads=1):
         X = self._validate_X(X, reset=True)
@@ -648,57 +642,20 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         sk = next((c for c in callbacks if isinstance(c, SklearnCallbacks)), None)
         if sk is not None:
             sk.root.call_on_fit_task_begin(estimator=self, X=X)
-        finished, result = [], None
-        if resume is not None:
-            inputs, device = plan.prepared.inputs, plan.cfg.device
-            finished = resume.finished(plan.build, X, inputs, device, plan.ctx, self.n_clusters)
-        for result in self._restarts(X, plan, callbacks, resume, bool(finished)):
-            record = Best.of(result)
-            if record is not None:
-                finished.append(record)
-            for callback in callbacks:
-                callback.on_run_end(result, finished)
-            if result.interrupted:
-                break
-        linear = _defaults.regime(self.model) == "linear"
-        best, agreement = choose_restart(finished, X, plan.prepared.inputs, linear)
+        restarts = run_restarts(
+            X, plan.prepared, plan.cfg, plan.build, plan.seeds, ctx=plan.ctx,
+            linear=plan.linear, checkpoint=self.checkpoint is not None, callbacks=callbacks,
+            resume=resume,
+        )  # fmt: skip
+        best, agreement = choose_restart(restarts.finished, X, plan.prepared.inputs, plan.linear)
         if best is None:  # Ctrl-C before the first completed epoch
             raise KeyboardInterrupt
         if sk is not None:
             sk.root.call_on_fit_task_end(estimator=self, X=X)
-        if result is not None and result.interrupted:
-            self._warn_interrupted(result, best, plan.n_init)
-        self._set_fitted(plan, best, finished, agreement)
+        if restarts.interrupted:
+            self._warn_interrupted(restarts.last, best, plan.n_init)
+        self._set_fitted(plan, best, restarts, agreement)
         return self
-
-    def _restarts(self, X, plan, callbacks, resume, resumed_best):
-        """The RunResults of the restarts still to run, in order: trained together when
-        :func:`skcce._engine._batched.applies` (the linear head's restarts), else one by
-        one, a diverged restart skipped when others remain (one process, no checkpoint)."""
-        runs = range(0 if resume is None else resume.first_run, plan.n_init)
-        if batched_applies(self.model, len(runs), plan.cfg, plan.ctx, self.checkpoint):
-            try:
-                yield from run_batched(
-                    X, plan.prepared, plan.cfg, plan.build, plan.seeds, runs, callbacks=callbacks
-                )
-                return
-            except FloatingPointError:  # one by one: the diverged restarts are skipped
-                pass
-        kept = resumed_best
-        for run in runs:
-            try:
-                result = run_single(
-                    X, plan.prepared, plan.cfg, plan.build, plan.seeds[run], run,
-                    ctx=plan.ctx, callbacks=callbacks, resume=resume,
-                )  # fmt: skip
-            except FloatingPointError:
-                last = run + 1 == plan.n_init
-                if plan.n_init == 1 or plan.ctx.active or self.checkpoint or last and not kept:
-                    raise
-                plan.diverged.append(run)  # the other restarts decide
-                continue
-            kept = kept or bool(result.history)
-            yield result
 
     def _warn_interrupted(self, result, best, n_init):
         warn(
@@ -709,7 +666,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             FitInterruptedWarning,
         )
 
-    def _set_fitted(self, plan, best, finished, agreement):
+    def _set_fitted(self, plan, best, restarts, agreement):
         """Write the fitted attributes (last: a failure before leaves no half-fitted state)."""
         labels = best.proba.argmax(axis=1)
         self.device_ = plan.cfg.device
@@ -729,10 +686,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.batch_size_ = int(settings["batch_size"])
         self.augment_ = settings["augment"]
         self.n_init_ = int(plan.n_init)
-        if plan.diverged:
+        diverged = list(restarts.diverged)
+        if diverged:
             warn(
-                f"{len(plan.diverged)} of {plan.n_init} restarts diverged (the network's "
-                f"outputs became non-finite; restarts {plan.diverged[:10]}) and were skipped; "
+                f"{len(diverged)} of {plan.n_init} restarts diverged (the network's "
+                f"outputs became non-finite; restarts {diverged[:10]}) and were skipped; "
                 "a smaller learning_rate avoids this",
                 ConvergenceWarning,
             )
@@ -740,7 +698,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             np.full(self.n_clusters, 1.0 / self.n_clusters) if best.prior is None else best.prior
         )
         self.restart_agreement_ = agreement
-        self._warn_small_clusters(plan, finished)
+        self._warn_small_clusters(plan, restarts.finished)
 
     def _warn_small_clusters(self, plan, finished):
         """A ConvergenceWarning when the kept restart has an empty or near-empty cluster."""
@@ -766,8 +724,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             "prior": plan.cfg.prior_kind,
             "near_empty": NEAR_EMPTY,
         }
-        linear = _defaults.regime(self.model) == "linear"
-        message = collapse_message(empty, near, (collapsed, len(finished)), linear, used)
+        message = collapse_message(empty, near, (collapsed, len(finished)), plan.linear, used)
         warn(message, ConvergenceWarning)
 
     def predict_proba(self, X):
@@ -833,7 +790,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        deep = not (isinstance(self.model, str) and self.model == "linear")
+        deep = not _defaults.is_linear(self.model)
         tags.input_tags.allow_nan = False
         tags.input_tags.sparse = False
         if deep:

@@ -13,9 +13,9 @@ from sklearn.datasets import make_blobs
 
 import skcce._clustering as clustering
 from skcce import CCEClustering
-from skcce._engine import _batched
+from skcce._engine import _batched, _restarts
 from skcce._engine._distributed import Context
-from skcce._engine._train import FitInterruptedWarning
+from skcce._engine._train import FitInterruptedWarning, TrainConfig
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +32,12 @@ def _cfg(**changes):
         weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
         augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
     )  # fmt: skip
-    return clustering.TrainConfig(**{**base, **changes})
+    return TrainConfig(**{**base, **changes})
 
 
 def _one_by_one(monkeypatch, est, X):
     with monkeypatch.context() as m:
-        m.setattr(clustering, "batched_applies", lambda *args: False)
+        m.setattr(_batched, "applies", lambda *args: False)
         return est.fit(X)
 
 
@@ -62,8 +62,8 @@ def test_batched_restarts_are_the_restarts_one_by_one(data, monkeypatch, loss, f
         fairness=fairness, optimizer=optimizer,
     )  # fmt: skip
     calls = []
-    real = clustering.run_batched
-    monkeypatch.setattr(clustering, "run_batched", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = _batched.run_batched
+    monkeypatch.setattr(_batched, "run_batched", lambda *a, **k: calls.append(1) or real(*a, **k))
     together = CCEClustering(**params).fit(data)
     alone = _one_by_one(monkeypatch, CCEClustering(**params), data)
     assert calls == [1]  # the first fit was batched, the second was not
@@ -83,15 +83,14 @@ def test_batched_restarts_are_the_restarts_one_by_one(data, monkeypatch, loss, f
 def test_when_restarts_are_batched():
     cfg = _cfg(n_clusters=3)
     ctx = Context()
-    assert _batched.applies("linear", 3, cfg, ctx, None)
-    assert _batched.applies("linear", 1, cfg, ctx, None)  # one restart: the layout
-    assert not _batched.applies("linear", 0, cfg, ctx, None)  # nothing left to run
-    assert not _batched.applies("vgg4", 3, cfg, ctx, None)  # a deep model
-    assert not _batched.applies(torch.nn.Linear(2, 3), 3, cfg, ctx, None)  # a user module
-    assert not _batched.applies("linear", 3, cfg, ctx, "ckpt.pt")  # checkpointing
+    assert _batched.applies(True, 3, cfg, ctx, False)
+    assert _batched.applies(True, 1, cfg, ctx, False)  # one restart: the layout
+    assert not _batched.applies(True, 0, cfg, ctx, False)  # nothing left to run
+    assert not _batched.applies(False, 3, cfg, ctx, False)  # not the linear head
+    assert not _batched.applies(True, 3, cfg, ctx, True)  # checkpointing
     for change in ({"verbose": 1}, {"augment": object()}, {"backbone_learning_rate": 0.1}):
         other = _cfg(n_clusters=3, **change)
-        assert not _batched.applies("linear", 3, other, ctx, None)
+        assert not _batched.applies(True, 3, other, ctx, False)
 
 
 def test_solves_on_threads_equal_solves_in_turn(data):
@@ -174,7 +173,7 @@ def test_interrupting_batched_restarts_before_an_epoch_ends_reraises(data, monke
 
 def test_a_diverging_batched_fit_trains_the_restarts_one_by_one(data, monkeypatch):
     calls = []
-    real = clustering.run_single
+    real = _restarts.run_single
 
     def single(*args, **kwargs):
         calls.append(1)
@@ -183,7 +182,7 @@ def test_a_diverging_batched_fit_trains_the_restarts_one_by_one(data, monkeypatc
     def step(self, raw, rows):
         raise FloatingPointError("the network's predictions became non-finite")
 
-    monkeypatch.setattr(clustering, "run_single", single)
+    monkeypatch.setattr(_restarts, "run_single", single)
     monkeypatch.setattr(_batched._Batched, "step", step)
     est = _fit_quietly(CCEClustering(n_clusters=4, n_init=3, max_epochs=1, random_state=0), data)
     assert len(calls) == 3 and est.labels_.shape == (240,)

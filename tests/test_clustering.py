@@ -571,10 +571,8 @@ def torch_threads():
     torch.set_num_threads(old)
 
 
-def _spy_threads(monkeypatch, name, fail=False):
-    """Wrap skcce._clustering.<name>, recording torch's thread count when it runs."""
-    import skcce._clustering as mod
-
+def _spy_threads(monkeypatch, mod, name, fail=False):
+    """Wrap ``mod.<name>``, recording torch's thread count when it runs."""
     seen = []
     real = getattr(mod, name)
 
@@ -595,8 +593,11 @@ def test_fit_and_predict_threads_scoped_and_restored(
     blobs, model, n_threads, expected, torch_threads, monkeypatch
 ):
     X, _ = blobs
-    seen_fit = _spy_threads(monkeypatch, "run_batched")  # the linear head's fit
-    seen_predict = _spy_threads(monkeypatch, "infer_proba")
+    import skcce._clustering as clustering
+    from skcce._engine import _batched
+
+    seen_fit = _spy_threads(monkeypatch, _batched, "run_batched")  # the linear head's fit
+    seen_predict = _spy_threads(monkeypatch, clustering, "infer_proba")
     est = CCEClustering(n_clusters=3, model=model, n_threads=n_threads, n_init=1, max_epochs=1)
     est.fit(X)
     assert torch.get_num_threads() == torch_threads
@@ -619,7 +620,9 @@ def test_deep_model_keeps_torch_threads(torch_threads):
 
 def test_threads_restored_when_fit_raises(blobs, torch_threads, monkeypatch):
     X, _ = blobs
-    seen = _spy_threads(monkeypatch, "run_batched", fail=True)
+    from skcce._engine import _batched
+
+    seen = _spy_threads(monkeypatch, _batched, "run_batched", fail=True)
     with pytest.raises(RuntimeError, match="boom"):
         CCEClustering(n_clusters=3, n_init=1, max_epochs=1).fit(X)
     assert seen == [1]

@@ -202,8 +202,7 @@ def test_check_centroids_copies():
 
 # ----- collapse ------------------------------------------------------------------------------
 def test_restart_with_empty_cluster_never_kept_over_one_without():
-    from skcce._engine._callbacks import Best
-    from skcce._engine._select import choose
+    from skcce._engine._select import Best, choose
 
     collapsed = np.array([[0.99, 0.01, 0.0], [0.0, 0.01, 0.99]] * 6)  # cluster 1 empty
     full = np.array([[0.4, 0.3, 0.3], [0.3, 0.4, 0.3], [0.3, 0.3, 0.4]] * 4)
@@ -224,8 +223,7 @@ def test_restart_with_empty_cluster_never_kept_over_one_without():
 
 
 def test_consensus_keeps_the_restart_the_others_agree_with():
-    from skcce._engine._callbacks import Best
-    from skcce._engine._select import agreement, choose
+    from skcce._engine._select import Best, agreement, choose
 
     rng = np.random.default_rng(0)
     truth = np.repeat(np.arange(3), 20)
@@ -278,10 +276,10 @@ def test_divergence_is_a_floating_point_error():
 
 
 def test_a_diverged_restart_is_skipped(blobs, monkeypatch):
-    import skcce._clustering as clustering
+    from skcce._engine import _batched, _restarts
 
     calls = []
-    original = clustering.run_single
+    original = _restarts.run_single
 
     def first_diverges(*args, **kwargs):
         calls.append(1)
@@ -292,8 +290,8 @@ def test_a_diverged_restart_is_skipped(blobs, monkeypatch):
     def batched_diverges(*args, **kwargs):
         raise FloatingPointError("the training loss became non-finite in epoch 0")
 
-    monkeypatch.setattr(clustering, "run_single", first_diverges)
-    monkeypatch.setattr(clustering, "run_batched", batched_diverges)  # then one by one
+    monkeypatch.setattr(_restarts, "run_single", first_diverges)
+    monkeypatch.setattr(_batched, "run_batched", batched_diverges)  # then one by one
     X, y = blobs
     with pytest.warns(ConvergenceWarning, match="1 of 3 restarts diverged"):
         est = CCEClustering(n_clusters=3, max_epochs=2, n_init=3, random_state=0).fit(X)

@@ -6,11 +6,12 @@ import pytest
 import torch
 from sklearn.datasets import make_blobs
 
-from skcce._engine._callbacks import Best, Callback, RunResult
+from skcce._engine._callbacks import Callback, RunResult
 from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import Context
 from skcce._engine._inference import infer_proba, infer_proba_sharded
 from skcce._engine._preprocess import detect_layout, prepare, sample_shape
+from skcce._engine._select import Best
 from skcce._engine._step import pseudo_labels
 from skcce._engine._train import TrainConfig, run_single
 from skcce.metrics import mutual_information

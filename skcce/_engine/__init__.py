@@ -1,10 +1,12 @@
 """What ``CCEClustering.fit`` runs, below the estimator.
 
-``_preprocess`` (layout of X, streaming normalisation), ``_train`` (one training run: the
-epoch loop; ``_step``: the train step), ``_batched`` (the linear head's restarts trained
-together; ``_fused``: their collision loss and gradient in one compiled pass),
-``_inference`` (soft assignments, sharded under data parallelism), ``_callbacks`` (the
-callback protocol, progress bar), ``_checkpoint`` (checkpoint callback and resume),
+``_preprocess`` (layout of X, streaming normalisation), ``_restarts`` (the restarts of a
+fit, together or one by one: the estimator's one entry into training), ``_train`` (one
+training run: the epoch loop; ``_step``: the train step), ``_batched`` (the linear head's
+restarts trained together; ``_fused``: their collision loss and gradient in one compiled
+pass), ``_select`` (the choice of the kept restart), ``_inference`` (soft assignments,
+sharded under data parallelism), ``_callbacks`` (the callback protocol, progress bar),
+``_checkpoint`` (checkpoint callback and resume),
 ``_distributed`` (data-parallel context), ``_device`` (the device resolver), ``_io``
 (atomic writes), ``_threads`` (scoped thread counts). Nothing here validates user input or
 imports an estimator. The names below are imported on first access (PEP 562), so that light

@@ -20,10 +20,10 @@ pass, :mod:`skcce._engine._fused`) rather than through autograd's graph, plain S
 applied in place, and flat data of at most :data:`TABLE_BYTES` are normalised once: a single
 restart (``R = 1``) takes this path for these savings alone.
 
-:func:`applies` says when the estimator takes this path (the linear head, one process, no
-checkpoint, no augmentation, no progress bar); every other fit, and a batched fit whose
-restarts diverge, runs the restarts one by one (:func:`skcce._engine._train.run_single`),
-which skips a diverged restart as before.
+:func:`applies` says when a fit's restarts take this path (the linear head, one process, no
+checkpoint, no augmentation, no progress bar; :func:`skcce._engine._restarts.run_restarts`
+decides); every other fit, and a batched fit whose restarts diverge, runs the restarts one
+by one (:func:`skcce._engine._train.run_single`), which skips a diverged restart as before.
 """
 
 from __future__ import annotations
@@ -47,14 +47,14 @@ from skcce.solvers import _compiled, _transfer
 TABLE_BYTES = 256 << 20
 
 
-def applies(model, n_runs, cfg, ctx, checkpoint) -> bool:
-    """Whether the restarts of this fit train together (see the module notes)."""
+def applies(linear, n_runs, cfg, ctx, checkpoint) -> bool:
+    """Whether the restarts of this fit train together (see the module notes): ``linear``,
+    the model is the built-in linear head; ``checkpoint``, the fit writes a checkpoint."""
     return (
-        isinstance(model, str)
-        and model == "linear"
+        linear
         and n_runs >= 1
         and not ctx.active
-        and checkpoint is None
+        and not checkpoint
         and cfg.augment is None
         and cfg.backbone_learning_rate is None
         and not cfg.verbose
@@ -322,8 +322,8 @@ def run_batched(X, prepared, cfg, build, seeds, runs, *, callbacks=()):
     Raises
     ------
     FloatingPointError
-        A restart's loss or predictions became non-finite (the caller then trains the
-        restarts one by one, which skips the diverged ones).
+        A restart's loss or predictions became non-finite (:mod:`skcce._engine._restarts`
+        then trains the restarts one by one, which skips the diverged ones).
     """
     runs = list(runs)
     generators = [torch.Generator().manual_seed(int(seeds[r])) for r in runs]

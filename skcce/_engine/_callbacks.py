@@ -53,28 +53,6 @@ class RunResult:
     prior: np.ndarray | None = None
 
 
-@dataclass
-class Best:
-    """A completed restart, a candidate for the fitted attributes
-    (:func:`skcce._engine._select.choose` picks the one kept)."""
-
-    score: float
-    module: torch.nn.Module
-    history: list
-    proba: np.ndarray
-    run: int
-    prior: np.ndarray | None = None  # in force at the end of the restart (None: uniform)
-
-    @classmethod
-    def of(cls, result: RunResult) -> Best | None:
-        """The record of a restart that completed an epoch (None otherwise)."""
-        if not result.history:
-            return None
-        return cls(
-            result.score, result.module, result.history, result.proba, result.run, result.prior
-        )
-
-
 def empty_clusters(labels, n_clusters, prior=None) -> np.ndarray:
     """The clusters (sorted) that no label names, except those of zero ``prior``.
 
@@ -122,7 +100,7 @@ class Callback:
     ``on_epoch_begin(run, epoch)``, ``on_batch_end(run)``,
     ``on_epoch_end(state: EpochEnd)`` (after a completed, finite epoch) and
     ``on_run_end(result: RunResult, finished: list[Best])`` (every completed restart so far,
-    this one included).
+    this one included; :class:`skcce._engine._select.Best`).
     """
 
     def on_run_begin(self, run, first_epoch):

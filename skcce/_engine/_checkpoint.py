@@ -22,9 +22,10 @@ import os
 import numpy as np
 import torch
 
-from skcce._engine._callbacks import Best, Callback, EpochEnd, RunResult
+from skcce._engine._callbacks import Callback, EpochEnd, RunResult
 from skcce._engine._inference import infer_proba_sharded
 from skcce._engine._io import atomic_write
+from skcce._engine._select import Best
 
 FORMAT = 1
 

@@ -21,11 +21,36 @@ information. With fewer than :data:`MIN_CONSENSUS` restarts the mutual informati
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from scipy.stats import rankdata
 
-from skcce._engine._callbacks import Best, empty_clusters
+from skcce._engine._callbacks import RunResult, empty_clusters
+
+
+@dataclass
+class Best:
+    """A completed restart, a candidate for the fitted attributes (:func:`choose` picks the
+    one kept)."""
+
+    score: float
+    module: torch.nn.Module
+    history: list
+    proba: np.ndarray
+    run: int
+    prior: np.ndarray | None = None  # in force at the end of the restart (None: uniform)
+
+    @classmethod
+    def of(cls, result: RunResult) -> Best | None:
+        """The record of a restart that completed an epoch (None otherwise)."""
+        if not result.history:
+            return None
+        return cls(
+            result.score, result.module, result.history, result.proba, result.run, result.prior
+        )
+
 
 #: Restarts needed for the consensus rule (with two, each agrees with the other equally).
 MIN_CONSENSUS = 3

@@ -93,6 +93,17 @@ def linear_weight_decay(n_features: int) -> float:
 SMALL_DATA = 10_000
 
 
+def is_linear(model) -> bool:
+    """Whether ``model`` (the estimator's parameter) names the built-in linear head.
+
+    Examples
+    --------
+    >>> is_linear("linear"), is_linear("vgg4"), is_linear(lambda shape, k: None)
+    (True, False, False)
+    """
+    return isinstance(model, str) and model.lower() == "linear"
+
+
 def regime(model) -> str:
     """``"linear"`` for the built-in linear head, ``"deep"`` for every other model.
 
@@ -110,7 +121,7 @@ def regime(model) -> str:
     >>> regime("linear"), regime("vgg4"), regime(lambda shape, k: None)
     ('linear', 'deep', 'deep')
     """
-    return "linear" if isinstance(model, str) and model.lower() == "linear" else "deep"
+    return "linear" if is_linear(model) else "deep"
 
 
 #: ``init="auto"`` on the linear head: restarts alternate between the random head (even
@@ -263,7 +274,7 @@ def check_init(init, user_init, model, n_clusters: int, X) -> object:
     """
     if isinstance(init, str) and init == "random":
         return init
-    if regime(model) != "linear":
+    if not is_linear(model):
         raise ValueError(
             f"init={user_init!r:.40} initialises the linear head only; model="
             f"{model!r:.40} starts from its own random initialisation: use "
