@@ -13,7 +13,7 @@ from sklearn.datasets import make_blobs
 
 import skcce._clustering as clustering
 from skcce import CCEClustering
-from skcce._engine import _batched, _restarts
+from skcce._engine import _batched
 from skcce._engine._distributed import Context
 from skcce._engine._train import FitInterruptedWarning, TrainConfig
 
@@ -169,27 +169,6 @@ def test_interrupting_batched_restarts_before_an_epoch_ends_reraises(data, monke
     with pytest.raises(KeyboardInterrupt):
         est.fit(data)
     assert not hasattr(est, "labels_")
-
-
-def test_a_diverging_batched_fit_trains_the_restarts_one_by_one(data, monkeypatch):
-    calls = []
-    real = _restarts.run_single
-
-    def single(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    def step(self, raw, rows):
-        raise FloatingPointError("the network's predictions became non-finite")
-
-    monkeypatch.setattr(_restarts, "run_single", single)
-    monkeypatch.setattr(_batched._Batched, "step", step)
-    est = _fit_quietly(CCEClustering(n_clusters=4, n_init=3, max_epochs=1, random_state=0), data)
-    assert len(calls) == 3 and est.labels_.shape == (240,)
-    monkeypatch.undo()
-    alone = _one_by_one(monkeypatch, CCEClustering(n_clusters=4, n_init=3, max_epochs=1,
-                                                   random_state=0), data)  # fmt: skip
-    np.testing.assert_array_equal(est.labels_, alone.labels_)
 
 
 def test_sklearn_callbacks_see_every_epoch_of_every_restart(data, monkeypatch):

@@ -137,7 +137,7 @@ def test_scale_reaches_the_target_confidence():
         assert abs((p.max(1) / p.sum(1)).mean() - target) < 1e-6
 
 
-def test_initial_centroids_seeded_and_subsampled():
+def test_initial_centroids_seeded_and_subsampled(monkeypatch):
     X, _ = make_blobs(n_samples=300, centers=6, n_features=3, random_state=0)
     fetched = []
 
@@ -152,12 +152,8 @@ def test_initial_centroids_seeded_and_subsampled():
     assert a[0].shape == (6, 3) and c[0].shape == (2, 3) and a[1] > 0
     import skcce.models._kmeans_init as ki
 
-    old = ki.MAX_SAMPLES
-    ki.MAX_SAMPLES = 100
-    try:
-        initial_centroids(fetch, len(X), 2, "kmeans", seed=3)
-    finally:
-        ki.MAX_SAMPLES = old
+    monkeypatch.setattr(ki, "MAX_SAMPLES", 100)
+    initial_centroids(fetch, len(X), 2, "kmeans", seed=3)
     assert fetched[-1] == 200  # a subsample (at least 100 rows a cluster), not all 300
 
 
@@ -273,26 +269,3 @@ def test_divergence_is_a_floating_point_error():
     est = CCEClustering(n_clusters=2, model=Diverged(), **FAST)
     with pytest.raises(FloatingPointError, match="non-finite.*lower learning_rate"):
         est.fit(X)
-
-
-def test_a_diverged_restart_is_skipped(blobs, monkeypatch):
-    from skcce._engine import _batched, _restarts
-
-    calls = []
-    original = _restarts.run_single
-
-    def first_diverges(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 1:
-            raise FloatingPointError("the network's outputs became non-finite in epoch 0")
-        return original(*args, **kwargs)
-
-    def batched_diverges(*args, **kwargs):
-        raise FloatingPointError("the training loss became non-finite in epoch 0")
-
-    monkeypatch.setattr(_restarts, "run_single", first_diverges)
-    monkeypatch.setattr(_batched, "run_batched", batched_diverges)  # then one by one
-    X, y = blobs
-    with pytest.warns(ConvergenceWarning, match="1 of 3 restarts diverged"):
-        est = CCEClustering(n_clusters=3, max_epochs=2, n_init=3, random_state=0).fit(X)
-    assert len(calls) == 3 and est.labels_.shape == (90,)
