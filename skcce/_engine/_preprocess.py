@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from skcce._warn import warn
+from skcce.models._defaults import is_linear
 
 
 @dataclass
@@ -31,13 +32,13 @@ def prepare(X: np.ndarray, model) -> Prepared:
 def detect_layout(X: np.ndarray, model) -> str:
     """The layout of X ("flat", "nhw", "nhwc" or "nchw"), checked against the model kind."""
     if X.ndim == 2:
-        if isinstance(model, str) and model != "linear":
+        if isinstance(model, str) and not is_linear(model):
             raise ValueError(
                 f"model={model!r} takes images: X must have shape (N, H, W), (N, H, W, C) or "
                 f"(N, C, H, W); got a 2-D array of shape {X.shape}"
             )
         return "flat"
-    if isinstance(model, str) and model == "linear":
+    if is_linear(model):
         raise ValueError(
             f"model='linear' needs a 2-D array (n_samples, n_features); got shape {X.shape}. "
             "Flatten the samples (X.reshape(len(X), -1)) or use an image model such as 'vgg4'"
