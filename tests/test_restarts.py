@@ -78,7 +78,7 @@ def _batched_diverges_in_epoch(monkeypatch, epoch, n_batches):
 
 
 def test_skips_diverged_is_the_rule_it_replaced():
-    """The named rule against the one-liner of ``CCEClustering._restarts`` (0.3)."""
+    """The named rule against the one-liner it replaced (``CCEClustering._restarts``)."""
     for n_init, active, checkpoint, completed in itertools.product(
         (1, 2, 3), (False, True), (False, True), (False, True)
     ):
