@@ -9,12 +9,13 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from skcce import _n_clusters
 from skcce._advice import collapse_message
 from skcce._engine import _checkpoint
 from skcce._engine._build import make_builder
@@ -80,8 +81,18 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_clusters : int, default=10
-        Number of clusters K.
+    n_clusters : int or "auto", default=10
+        Number of clusters K. ``"auto"``: chosen from the data, among ``n_clusters_range``
+        (one fit per K, each with at least 3 restarts; the K whose kept partition is the
+        most reproducible across restarts and the most confident, see
+        ``n_clusters_scores_``). It costs one fit per K: measured in docs/benchmarks.md
+        (``bench_select_k``).
+    n_clusters_range : tuple of (int, int), default=(2, 20)
+        The smallest and largest K that ``n_clusters="auto"`` tries (ignored for an integer
+        ``n_clusters``; like ``ngram_range`` and ``feature_range`` elsewhere in scikit-learn,
+        one parameter holds both ends). The upper end is clipped to the number of distinct
+        samples. With a lower end of 1, K = 1 is the answer when no K shows structure;
+        otherwise a ``NoStructureWarning`` says so.
     lam : float, default=100.0
         Fairness weight λ of the pseudo-label step, in the summed-rows convention of
         :mod:`skcce.losses` (the paper's λ = 100 with batches of 250; the averaged-loss
@@ -273,6 +284,15 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         The augmentation used.
     n_init_ : int
         The number of restarts run.
+    n_clusters_ : int
+        The number of clusters of the fitted model (``n_clusters``, or the K chosen by
+        ``n_clusters="auto"``).
+    n_clusters_scores_ : dict of int to float
+        Only with ``n_clusters="auto"``: for every K tried, the criterion that chose among
+        them, in [0, 1]: the kept restart's agreement with the other restarts (largest
+        mean adjusted Rand index) times its label-free mutual information divided by
+        ``log K``; 0 when the fit at K left a cluster with less than a tenth of ``n / K``
+        samples. Plot it to overrule the choice (fit again with an integer K).
 
     See Also
     --------
@@ -319,7 +339,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "n_clusters_range": [tuple, list],
         "lam": [Interval(Real, 0, None, closed="left")],
         "fairness": [StrOptions({"reverse", "forward"})],
         "loss": [StrOptions({"collision", "shannon", "reverse"})],
@@ -357,6 +378,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self,
         n_clusters=10,
         *,
+        n_clusters_range=(2, 20),
         lam=100.0,
         fairness="reverse",
         loss="collision",
@@ -387,6 +409,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         em_max_iter="deprecated",
     ):
         self.n_clusters = n_clusters
+        self.n_clusters_range = n_clusters_range
         self.lam = lam
         self.fairness = fairness
         self.loss = loss
@@ -625,9 +648,37 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self : CCEClustering
             The fitted estimator.
         """
+        if isinstance(self.n_clusters, str):  # "auto": one fit per K of the range
+            return self._fit_auto(X)
         outer = torch.get_num_threads()  # the caller's setting, before the scope
         with thread_limit(self._thread_count()):
             return self._fit(X, solve_threads=self.n_threads or outer)
+
+    def _fit_auto(self, X):
+        """``n_clusters="auto"``: the search of :mod:`skcce._n_clusters`, then the chosen
+        K's fitted attributes."""
+        if not (self.prior is None or isinstance(self.prior, str)):
+            raise ValueError(
+                "n_clusters='auto' cannot take a prior array: its length fixes the number of "
+                "clusters (use prior='auto', 'estimate' or None, or an integer n_clusters)"
+            )
+        if not isinstance(self.init, str):
+            raise ValueError(
+                "n_clusters='auto' cannot take init centroids: their number fixes the number "
+                "of clusters (use init='auto', 'kmeans' or 'random', or an integer n_clusters)"
+            )
+        X = self._validate_X(X, reset=True)
+        low, high = _n_clusters.check_range(self.n_clusters_range, _n_clusters.n_distinct(X))
+        n_init = _n_clusters.restarts(self.n_init, self.model, self.init, len(X), X.ndim > 2)
+        best, scores = _n_clusters.search(self, X, range(max(low, 2), high + 1), n_init)
+        k = _n_clusters.choose(scores, low)
+        if k != best.n_clusters:  # K = 1: no structure
+            best = clone(self).set_params(n_clusters=1, n_init=1, checkpoint=None).fit(X)
+        for key, value in vars(best).items():
+            if key.endswith("_") and not key.startswith("_") or key == "_inputs":
+                setattr(self, key, value)
+        self.n_clusters_scores_ = scores
+        return self
 
     def _thread_count(self):
         """The thread count of ``n_threads`` (None: leave torch's setting alone)."""
@@ -686,6 +737,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.batch_size_ = int(settings["batch_size"])
         self.augment_ = settings["augment"]
         self.n_init_ = int(plan.n_init)
+        self.n_clusters_ = int(self.n_clusters)
         diverged = list(restarts.diverged)
         if diverged:
             warn(

@@ -1,0 +1,227 @@
+"""The number of clusters from the data: the search behind ``n_clusters="auto"``.
+
+``CCEClustering(n_clusters="auto")`` fits one clustering for every K of
+``n_clusters_range`` (each with at least :data:`MIN_RESTARTS` restarts) and keeps the K
+whose kept partition is both *reproducible* and *crisp*:
+
+* **reproducible**: the restarts' agreement (the largest mean adjusted Rand index of a
+  restart with the others, :func:`skcce._engine._select.agreement`). Restarts find the
+  same partition when K matches the data's groups; with too many clusters they split
+  groups in different places, with too few they merge different pairs. Alone it prefers
+  coarse splits (two well separated halves of the data agree perfectly);
+* **crisp**: the label-free mutual information of the kept model divided by its maximum,
+  :math:`I / \\log K`. It is 1 for confident, balanced assignments and drops once K
+  exceeds the groups (the head cannot be confident about where to cut a group). Alone it
+  prefers small K too weakly to choose.
+
+Their product is the criterion (``n_clusters_scores_``). A K whose kept partition leaves a
+cluster with less than :data:`UNSUPPORTED_SHARE` of an even share (``n / K``) did not find
+K groups (the fit emptied one) and scores 0. ``K = 1`` is never fitted: when the range
+starts at 1 it is chosen if no K of the range reaches :data:`STRUCTURE_FLOOR`; otherwise
+a warning says that no K stands out when the best one stays below it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import clone
+
+from skcce._engine._select import MIN_CONSENSUS
+from skcce._warn import warn
+from skcce.models import _defaults
+
+#: Restarts per candidate K (the consensus rule needs three).
+MIN_RESTARTS = MIN_CONSENSUS
+#: A cluster below this share of an even split (``n / K``) means the fit did not find K groups.
+UNSUPPORTED_SHARE = 0.1
+#: Below this criterion no K has structure worth reporting (K = 1 when the range allows it).
+#: Measured (docs/benchmarks.md, bench_select_k): uniform noise in 10-D and a 20-D Gaussian
+#: score at most 0.11 at every K; the weakest real data (digits, long-tailed digits) 0.33+.
+STRUCTURE_FLOOR = 0.25
+
+
+class NoStructureWarning(UserWarning):
+    """``n_clusters="auto"`` found no number of clusters that stands out."""
+
+
+def check_range(n_clusters_range, n_distinct: int) -> tuple[int, int]:
+    """The validated ``(low, high)`` of ``n_clusters_range`` for data with ``n_distinct``
+    distinct samples (``high`` is clipped to ``n_distinct``).
+
+    Raises
+    ------
+    ValueError
+        Not two integers, ``low < 1``, ``low > high`` or ``low`` above the number of distinct
+        samples.
+
+    Examples
+    --------
+    >>> check_range((2, 20), 10)
+    (2, 10)
+    """
+    try:
+        low, high = (int(v) for v in n_clusters_range)
+        exact = all(float(v) == int(v) for v in n_clusters_range)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"n_clusters_range must be two integers (low, high); got {n_clusters_range!r}"
+        ) from None
+    if not exact:
+        raise ValueError(f"n_clusters_range must be two integers; got {n_clusters_range!r}")
+    if low < 1:
+        raise ValueError(f"n_clusters_range={n_clusters_range!r}: the lower bound must be >= 1")
+    if low > high:
+        raise ValueError(
+            f"n_clusters_range={n_clusters_range!r}: the lower bound exceeds the upper bound"
+        )
+    if low > n_distinct:
+        raise ValueError(
+            f"n_clusters_range={n_clusters_range!r}: the lower bound exceeds the number of "
+            f"distinct samples ({n_distinct})"
+        )
+    return low, min(high, n_distinct)
+
+
+def n_distinct(X) -> int:
+    """Number of distinct samples (rows of a 2-D array, whole images of a stacked array)."""
+    rows = np.ascontiguousarray(np.asarray(X).reshape(len(X), -1))
+    return len(np.unique(rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))))
+
+
+def restarts(n_init, model, init, n_samples: int, images: bool) -> int:
+    """Restarts per candidate K: ``n_init`` resolved as for one fit, at least
+    :data:`MIN_RESTARTS` (the criterion compares restarts).
+
+    Raises
+    ------
+    ValueError
+        An explicit ``n_init`` below :data:`MIN_RESTARTS`.
+
+    Examples
+    --------
+    >>> restarts("auto", "linear", "auto", 500, False)
+    10
+    >>> restarts("auto", "linear", "auto", 10**5, False)
+    3
+    """
+    if n_init != "auto":
+        if n_init < MIN_RESTARTS:
+            raise ValueError(
+                f"n_clusters='auto' compares restarts: n_init must be >= {MIN_RESTARTS} or "
+                f"'auto'; got n_init={n_init}"
+            )
+        return int(n_init)
+    settings = {"n_init": "auto", "init": init}
+    resolved = _defaults.resolve(settings, model, n_samples, images=images)["n_init"]
+    return max(MIN_RESTARTS, int(resolved))
+
+
+def criterion(agreement: float, information: float, k: int, smallest: int, n: int) -> float:
+    """Reproducible and crisp: ``agreement * information / log(k)``, 0 when unsupported.
+
+    Parameters
+    ----------
+    agreement : float
+        The restarts' agreement (largest mean adjusted Rand index of one with the others).
+    information : float
+        Label-free mutual information of the kept model on the data (nats).
+    k : int
+        Number of clusters (>= 2).
+    smallest : int
+        Size of the kept partition's smallest cluster.
+    n : int
+        Number of samples.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+
+    Examples
+    --------
+    >>> round(criterion(0.9, math.log(4) * 0.8, 4, 200, 1000), 3)
+    0.72
+    >>> criterion(0.9, 1.0, 4, 2, 1000)  # a cluster of 2 where an even share is 250
+    0.0
+    """
+    if smallest < UNSUPPORTED_SHARE * n / k:
+        return 0.0
+    value = max(agreement, 0.0) * max(information, 0.0) / math.log(k)
+    return float(min(value, 1.0))
+
+
+def candidate_path(checkpoint, k: int):
+    """The checkpoint file of candidate ``k``: ``run.pt`` -> ``run.k7.pt`` (None stays None)."""
+    if checkpoint is None:
+        return None
+    path = Path(os.fspath(checkpoint))
+    return path.with_name(f"{path.stem}.k{k}{path.suffix}")
+
+
+def search(estimator, X, ks, n_init: int):
+    """Fit ``estimator`` for every K of ``ks`` and keep the best by :func:`criterion`.
+
+    Parameters
+    ----------
+    estimator : CCEClustering
+        The unfitted estimator with ``n_clusters="auto"`` (cloned for each K).
+    X : array-like
+        The training data, as given to ``fit``.
+    ks : range
+        The candidate numbers of clusters (each >= 2).
+    n_init : int
+        Restarts per candidate (>= :data:`MIN_RESTARTS`).
+
+    Returns
+    -------
+    best : CCEClustering
+        The fitted estimator of the best K (the smallest of equal scores).
+    scores : dict
+        ``{k: criterion}`` for every K of ``ks``.
+    """
+    scores, best, best_score, best_warnings = {}, None, -1.0, []
+    for k in ks:
+        candidate = clone(estimator).set_params(
+            n_clusters=k, n_init=n_init, checkpoint=candidate_path(estimator.checkpoint, k)
+        )
+        with warnings.catch_warnings(record=True) as caught:  # only the kept K's are shown
+            warnings.simplefilter("always")
+            candidate.fit(X)
+        counts = np.bincount(candidate.labels_, minlength=k)
+        score = criterion(
+            float(np.max(candidate.restart_agreement_)),
+            float(candidate.train_score_),
+            k,
+            int(counts.min()),
+            len(candidate.labels_),
+        )
+        scores[k] = score
+        if estimator.verbose:
+            print(f"n_clusters={k}: criterion {score:.3f}", flush=True)
+        if score > best_score:
+            best, best_score, best_warnings = candidate, score, caught
+    for w in best_warnings:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return best, scores
+
+
+def choose(scores: dict, low: int):
+    """The chosen K from the curve ``scores``; 1 when the range starts at 1 and no K reaches
+    :data:`STRUCTURE_FLOOR` (a :class:`NoStructureWarning` otherwise)."""
+    k = max(scores, key=lambda key: (scores[key], -key))
+    if scores[k] >= STRUCTURE_FLOOR:
+        return k
+    if low == 1:
+        return 1
+    warn(
+        f"n_clusters='auto': no number of clusters stands out (best criterion "
+        f"{scores[k]:.2f} at K={k}, below {STRUCTURE_FLOOR}); the data may have no cluster "
+        "structure (allow K=1 with n_clusters_range=(1, ...)) or the range may miss it",
+        NoStructureWarning,
+    )
+    return k
