@@ -1,0 +1,184 @@
+"""``n_clusters="auto"`` (skcce/_n_clusters.py): the range, the criterion, the choice, the
+fitted attributes, bad input and checkpoints."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+
+from skcce import CCEClustering
+from skcce._n_clusters import (
+    NoStructureWarning,
+    candidate_path,
+    check_range,
+    choose,
+    criterion,
+    n_distinct,
+    restarts,
+)
+
+
+@pytest.fixture(scope="module")
+def blobs4():
+    X, y = make_blobs(400, n_features=10, centers=4, random_state=0)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def auto_fit(blobs4):
+    X, _ = blobs4
+    return CCEClustering(n_clusters="auto", n_clusters_range=(2, 6), random_state=0).fit(X)
+
+
+# ----------------------------------------------------------------------------- units
+
+
+def test_check_range_clips_the_upper_end_to_the_distinct_samples():
+    assert check_range((2, 20), 7) == (2, 7)
+    assert check_range([1, 3], 100) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ((0, 5), "lower bound must be >= 1"),
+        ((5, 3), "lower bound exceeds the upper bound"),
+        ((11, 20), "exceeds the number of distinct samples"),
+        (("a", 3), "two integers"),
+        ((2.5, 4), "two integers"),
+        ((2, 3, 4), "two integers"),
+    ],
+)
+def test_check_range_rejects(bad, match):
+    with pytest.raises(ValueError, match=match):
+        check_range(bad, 10)
+
+
+def test_criterion_is_agreement_times_normalised_information():
+    assert criterion(0.8, 0.5 * math.log(5), 5, 100, 1000) == pytest.approx(0.4)
+    # a cluster under a tenth of n / K: the fit did not find K groups
+    assert criterion(1.0, math.log(5), 5, 19, 1000) == 0.0
+    assert criterion(1.0, math.log(5), 5, 20, 1000) == pytest.approx(1.0)
+    assert criterion(-0.2, 1.0, 3, 100, 300) == 0.0  # worse than chance agrees with nothing
+
+
+def test_choose_takes_the_best_and_says_when_nothing_stands_out():
+    assert choose({2: 0.3, 3: 0.9, 4: 0.9}, 2) == 3  # ties: the smaller K
+    assert choose({2: 0.1, 3: 0.05}, 1) == 1
+    with pytest.warns(NoStructureWarning, match="no number of clusters stands out"):
+        assert choose({2: 0.1, 3: 0.05}, 2) == 2
+
+
+def test_restarts_needs_three():
+    assert restarts(5, "linear", "auto", 100, False) == 5
+    assert restarts("auto", "vgg4", "auto", 100, True) == 3  # a deep fit resolves to 1
+    with pytest.raises(ValueError, match="n_init must be >= 3"):
+        restarts(2, "linear", "auto", 100, False)
+
+
+def test_n_distinct_counts_rows_and_images():
+    X = np.array([[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+    assert n_distinct(X) == 2
+    images = np.zeros((4, 3, 3), dtype=np.uint8)
+    images[1, 0, 0] = 1
+    assert n_distinct(images) == 2
+
+
+def test_candidate_path_keeps_the_suffix(tmp_path):
+    assert candidate_path(tmp_path / "run.pt", 7) == tmp_path / "run.k7.pt"
+    assert candidate_path(None, 3) is None
+
+
+# ----------------------------------------------------------------------------- estimator
+
+
+def test_auto_finds_four_blobs(auto_fit, blobs4):
+    X, y = blobs4
+    est = auto_fit
+    assert est.n_clusters_ == 4
+    assert sorted(est.n_clusters_scores_) == [2, 3, 4, 5, 6]
+    assert max(est.n_clusters_scores_, key=est.n_clusters_scores_.get) == 4
+    assert est.predict_proba(X).shape == (len(X), 4)
+    assert len(np.unique(est.labels_)) == 4
+    assert adjusted_rand_score(y, est.predict(X)) > 0.95
+    assert est.n_init_ >= 3
+    assert est.prior_.shape == (4,)
+
+
+def test_auto_result_is_the_chosen_k_fit(auto_fit, blobs4):
+    X, _ = blobs4
+    direct = CCEClustering(n_clusters=4, n_init=auto_fit.n_init_, random_state=0).fit(X)
+    np.testing.assert_array_equal(direct.labels_, auto_fit.labels_)
+
+
+def test_integer_n_clusters_sets_n_clusters_only(blobs4):
+    X, _ = blobs4
+    est = CCEClustering(n_clusters=3, n_init=1, max_epochs=2, random_state=0).fit(X)
+    assert est.n_clusters_ == 3
+    assert not hasattr(est, "n_clusters_scores_")
+
+
+def test_auto_on_noise_answers_one_cluster_or_warns():
+    X = np.random.default_rng(0).uniform(size=(400, 10))
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(1, 4), random_state=0).fit(X)
+    assert est.n_clusters_ == 1
+    assert set(est.predict(X)) == {0}
+    assert max(est.n_clusters_scores_.values()) < 0.25
+    with pytest.warns(NoStructureWarning):
+        est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 3), random_state=0).fit(X)
+    assert est.n_clusters_ in (2, 3)
+
+
+def test_auto_range_is_clipped_to_the_distinct_rows():
+    X = np.repeat(np.eye(3) * 10, 30, axis=0)
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 20), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X)
+    assert sorted(est.n_clusters_scores_) == [2, 3]
+    assert est.n_clusters_ == 3
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"prior": [0.5, 0.5]}, "cannot take a prior array"),
+        ({"init": np.zeros((2, 10))}, "cannot take init centroids"),
+        ({"n_init": 2}, "n_init must be >= 3"),
+        ({"n_clusters_range": (0, 4)}, "lower bound must be >= 1"),
+        ({"n_clusters_range": (500, 600)}, "number of distinct samples"),
+    ],
+)
+def test_auto_bad_input(blobs4, params, match):
+    X, _ = blobs4
+    with pytest.raises(ValueError, match=match):
+        CCEClustering(n_clusters="auto", **params).fit(X)
+
+
+def test_auto_keeps_feature_names(blobs4):
+    pd = pytest.importorskip("pandas")
+    X, _ = blobs4
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(3, 4), random_state=0).fit(frame)
+    assert list(est.feature_names_in_) == list(frame.columns)
+    assert est.predict(frame).shape == (len(X),)
+
+
+def test_auto_checkpoints_each_k_and_resumes(tmp_path, blobs4):
+    X, _ = blobs4
+    path = tmp_path / "run.pt"
+    params = dict(n_clusters="auto", n_clusters_range=(3, 5), random_state=0, checkpoint=path)
+    first = CCEClustering(**params).fit(X)
+    assert sorted(p.name for p in tmp_path.glob("run.k*.pt")) == [
+        "run.k3.pt",
+        "run.k4.pt",
+        "run.k5.pt",
+    ]
+    again = CCEClustering(**params).fit(X)  # every K resumes from its finished checkpoint
+    np.testing.assert_array_equal(first.labels_, again.labels_)
+    assert first.n_clusters_scores_ == again.n_clusters_scores_
