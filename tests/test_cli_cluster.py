@@ -2,6 +2,7 @@
 
 import argparse
 import csv
+import importlib.util
 import os
 
 import numpy as np
@@ -185,3 +186,31 @@ def test_usage_errors_return_2(argv, capsys):
 def test_help_returns_0(capsys):
     assert cluster_main(["--help"]) == 0
     assert "--n-clusters" in capsys.readouterr().out
+
+
+def test_auto_on_a_folder_names_the_chosen_k(photo_dir, tmp_path, capsys):
+    """``-k auto`` on images (issue 25): K chosen in the range, used for the CSV and the report
+    (its title and the section of the curve)."""
+    _cce_clustering()
+    root, expected = photo_dir
+    out, report = tmp_path / "labels.csv", tmp_path / "report"
+    argv = [str(root), "-k", "auto", "--n-clusters-range", "2", "3", *_cluster_options()[2:]]
+    assert cluster_main([*argv, "--out", str(out), "--report", str(report)]) == 0
+    err = capsys.readouterr().err
+    chosen = int(err.split("-k auto chose K=")[1].split(",")[0])
+    assert chosen in (2, 3)
+    rows = _read_csv(out)[1:]
+    assert len(rows) == len(expected) and {int(r[1]) for r in rows} <= set(range(chosen))
+    page = (report / "index.html").read_text()
+    assert f"-k auto (chose K={chosen})</title>" in page
+    assert f"K = {chosen}, chosen from the data (-k auto)" in page
+    assert page.count('<section class="cluster"') == chosen
+    if importlib.util.find_spec("matplotlib") is not None:  # the curve is drawn with it
+        assert (report / "n_clusters.png").exists()
+
+
+def test_auto_range_above_the_images(photo_dir, tmp_path, capsys):
+    root, _ = photo_dir
+    argv = [str(root), "-k", "auto", "--n-clusters-range", "13", "20", *_cluster_options()[2:]]
+    assert cluster_main([*argv, "--out", str(tmp_path / "x.csv")]) == 1
+    _assert_one_line_error(capsys, "--n-clusters-range 13 20", "more than the 12 images")

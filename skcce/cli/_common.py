@@ -9,7 +9,14 @@ import sys
 
 from skcce._engine._io import one_line
 
-__all__ = ["CommandError", "check_output", "non_negative_int", "one_line", "positive_int"]
+__all__ = [
+    "CommandError",
+    "check_output",
+    "n_clusters_arg",
+    "non_negative_int",
+    "one_line",
+    "positive_int",
+]
 
 
 class CommandError(Exception):
@@ -54,6 +61,42 @@ def _int_at_least(minimum, words):
 positive_int = _int_at_least(1, "a positive integer")
 #: argparse ``type=`` of an integer >= 0
 non_negative_int = _int_at_least(0, "an integer >= 0")
+
+
+def n_clusters_arg(text):
+    """argparse ``type=`` of ``--n-clusters``: a positive integer, or ``"auto"`` (any case).
+
+    Parameters
+    ----------
+    text : str
+        The command-line value.
+
+    Returns
+    -------
+    n_clusters : int or str
+        The integer, or the string ``"auto"``.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Neither (argparse reports it as a usage error).
+
+    Examples
+    --------
+    >>> n_clusters_arg("12"), n_clusters_arg("Auto")
+    (12, 'auto')
+    """
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer or 'auto', got {text!r}"
+        ) from None
+    return value
 
 
 def check_output(out):

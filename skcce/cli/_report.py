@@ -14,6 +14,9 @@ clusters. The page opens from disk in any browser: no server, no script, no inte
   labelled in words ("row 257, confidence 0.982"; "id cat_12 (row 257), confidence 0.982"
   for a file with an id column), so a row index is never mistaken for a rank. No
   ``thumbs/`` folder is written for a features file.
+* ``-k auto`` (both reports, given ``n_clusters_scores``): which K was chosen, the curve of
+  the criterion against K with the chosen K marked (``n_clusters.png``; for the image report
+  only when matplotlib is installed) and the same numbers in a table.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ figure img { max-width: THUMBpx; max-height: THUMBpx; display: block; margin: 0 
 figcaption { font-size: .7em; color: #555; overflow-wrap: anywhere; }
 img.plot { max-width: 100%; border: 1px solid #ddd; background: #fff; margin: .5em 0; }
 ul.ids { font-size: .85em; columns: 3; }
+table.summary tr.chosen td { font-weight: bold; background: #e8eefc; }
 """.replace("THUMB", str(THUMB_SIZE))
 
 
@@ -158,6 +162,95 @@ def _page(title, intro, summaries, body_of, extra=""):
     )
 
 
+def _matplotlib():
+    """``(FigureCanvasAgg, Figure)``: figures drawn without pyplot (the user's backend is left
+    alone); an ImportError that names the extra when matplotlib is missing."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError(
+            "the report of a features file draws its figures with matplotlib: "
+            "`pip install skcce[report]`"
+        ) from None
+    return FigureCanvasAgg, Figure
+
+
+#: The file of the ``-k auto`` curve in the report folder.
+CURVE_FILE = "n_clusters.png"
+
+
+def _curve_figure(path, scores, chosen):
+    """Draw the criterion against K (``scores``: {K: criterion}) with ``chosen`` marked."""
+    FigureCanvasAgg, Figure = _matplotlib()
+    ks = sorted(scores)
+    fig = Figure(figsize=(6, 3.2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot(ks, [scores[k] for k in ks], marker="o", color="C0", label="criterion")
+    if chosen in scores:
+        ax.plot(
+            [chosen], [scores[chosen]], marker="*", markersize=18, linestyle="none",
+            color="C3", label=f"chosen: K = {chosen}", clip_on=False, zorder=3,
+        )  # fmt: skip
+    else:  # K = 1 is never fitted: chosen when no K of the range shows structure
+        ax.axvline(chosen, color="C3", linestyle="--", label=f"chosen: K = {chosen}")
+    shown = sorted({*ks, chosen})
+    if len(shown) <= 30:
+        ax.set_xticks(shown)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("number of clusters K")
+    ax.set_ylabel("criterion (higher is better)")
+    ax.set_title("-k auto: the criterion of every K tried")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def _n_clusters_section(out_dir, scores, chosen, *, need_figure):
+    """HTML saying which K ``-k auto`` chose, with the curve (``n_clusters.png``) and a table
+    of ``scores``; ``""`` for an integer K (``scores`` None). Without matplotlib the figure is
+    left out unless ``need_figure`` (then the ImportError propagates)."""
+    path = os.path.join(out_dir, CURVE_FILE)
+    if scores is None:
+        if os.path.exists(path):  # ours, from an earlier -k auto report in this folder
+            os.remove(path)
+        return ""
+    scores = {int(k): float(v) for k, v in scores.items()}
+    try:
+        _curve_figure(path, scores, chosen)
+        figure = (
+            f'<img class="plot curve" src="{CURVE_FILE}" '
+            f'alt="criterion against the number of clusters; K = {chosen} chosen">'
+        )
+    except ImportError:
+        if need_figure:
+            raise
+        figure = "<p>(the curve is drawn with matplotlib: pip install skcce[report])</p>"
+    tried = f"{min(scores)} to {max(scores)}" if scores else "none"
+    if chosen in scores:
+        why = "the K with the highest criterion"
+    else:
+        why = "no K of the range had a criterion high enough to show cluster structure"
+    rows = "".join(
+        f'<tr class="chosen"><td>{k}</td><td>{v:.3f}</td><td>chosen</td></tr>'
+        if k == chosen
+        else f"<tr><td>{k}</td><td>{v:.3f}</td><td></td></tr>"
+        for k, v in sorted(scores.items())
+    )
+    return (
+        f'<section class="n-clusters"><h2>Number of clusters: K = {chosen}, chosen from the '
+        f"data (-k auto)</h2><p>K = {chosen}: {why}, among K = {tried}. The criterion is "
+        "computed for every K tried: the agreement of the restarts times the crispness of the "
+        "kept clustering (its label-free mutual information over log K), in [0, 1], 0 where the "
+        "fit at K emptied a cluster. To overrule the choice, run again with -k K.</p>"
+        f"{figure}"
+        '<table class="summary n-clusters"><tr><th>K</th><th>criterion</th><th></th></tr>'
+        f"{rows}</table></section>\n"
+    )
+
+
 def _fmt(value):
     return "-" if not np.isfinite(value) else f"{value:.3f}"
 
@@ -187,7 +280,10 @@ def _thumbnail(path, target):
         Image.new("RGB", (THUMB_SIZE, THUMB_SIZE), (200, 200, 200)).save(target, "JPEG")
 
 
-def write_image_report(out_dir, paths, labels, confidence, n_clusters, *, title=None, root=None):
+def write_image_report(
+    out_dir, paths, labels, confidence, n_clusters, *, title=None, root=None,
+    n_clusters_scores=None,
+):  # fmt: skip
     """Write ``out_dir/index.html`` with each cluster's size, confidence and thumbnails.
 
     Parameters
@@ -206,6 +302,11 @@ def write_image_report(out_dir, paths, labels, confidence, n_clusters, *, title=
         The page title.
     root : str, default=None
         Captions show paths relative to this folder.
+    n_clusters_scores : dict, default=None
+        ``{K: criterion}`` of ``CCEClustering(n_clusters="auto")`` (its
+        ``n_clusters_scores_``; ``n_clusters`` is the chosen K): the page then says which K
+        was chosen and shows the curve (``n_clusters.png``, drawn when matplotlib is
+        installed) and a table of the numbers.
 
     Returns
     -------
@@ -252,7 +353,8 @@ def write_image_report(out_dir, paths, labels, confidence, n_clusters, *, title=
         f"{len(paths)} images in {n_clusters} clusters, largest first. Confidence: the largest "
         "predicted cluster probability of an image."
     )
-    page = _page(title or "skcce clusters", intro, summaries, body)
+    extra = _n_clusters_section(out_dir, n_clusters_scores, n_clusters, need_figure=False)
+    page = _page(title or "skcce clusters", intro, summaries, body, extra)
     index = os.path.join(out_dir, "index.html")
     _write_text(index, page)
     return index
@@ -287,14 +389,7 @@ def _embed_2d(X, labels, random_state=0):
 
 def _figures(out_dir, X, labels, summaries, n_clusters):
     """Write ``map.png`` and ``clusters.png``; return the map's method (PCA or UMAP)."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise ImportError(
-            "the report of a features file draws its figures with matplotlib: "
-            "`pip install skcce[report]`"
-        ) from None
+    FigureCanvasAgg, Figure = _matplotlib()
     points, point_labels, method = _embed_2d(X, labels)
     colours = _colours(n_clusters)
     fig = Figure(figsize=(7, 6), dpi=100)
@@ -337,7 +432,9 @@ def _colours(n):
     return [cmap(k % cmap.N) for k in range(n)]
 
 
-def write_features_report(out_dir, X, labels, confidence, n_clusters, *, ids=None, title=None):
+def write_features_report(
+    out_dir, X, labels, confidence, n_clusters, *, ids=None, title=None, n_clusters_scores=None
+):
     """Write ``out_dir/index.html`` for clustered features: a 2-D map, sizes and confidences.
 
     Parameters
@@ -358,6 +455,10 @@ def write_features_report(out_dir, X, labels, confidence, n_clusters, *, ids=Non
         0.982" with ``ids``, by decreasing confidence and without rank numbers.
     title : str, default=None
         The page title.
+    n_clusters_scores : dict, default=None
+        ``{K: criterion}`` of ``CCEClustering(n_clusters="auto")`` (its
+        ``n_clusters_scores_``; ``n_clusters`` is the chosen K): the page then says which K
+        was chosen and shows the curve (``n_clusters.png``) and a table of the numbers.
 
     Returns
     -------
@@ -397,7 +498,7 @@ def write_features_report(out_dir, X, labels, confidence, n_clusters, *, ids=Non
             )
         return "".join(parts)
 
-    extra = (
+    extra = _n_clusters_section(out_dir, n_clusters_scores, n_clusters, need_figure=True) + (
         f'<img class="plot" src="map.png" alt="{method} map of the features by cluster">'
         '<img class="plot" src="clusters.png" alt="cluster sizes and mean confidence">'
     )

@@ -1,6 +1,10 @@
 """``skcce cluster PATH --n-clusters K``: cluster a folder of images, or the rows of a features
 file, from the command line.
 
+``--n-clusters auto`` (``-k auto``) chooses K from the data (``CCEClustering(n_clusters="auto")``,
+searching ``--n-clusters-range LOW HIGH``); the chosen K is printed and, with ``--report``, the
+report shows the criterion of every K tried.
+
 For a folder, features come from a frozen timm backbone
 (:class:`~skcce._feature_extraction.FeatureExtractor`) and are clustered by
 :class:`~skcce.CCEClustering`; the result is a CSV with the columns ``path,cluster,confidence``
@@ -24,6 +28,7 @@ from skcce._engine._io import atomic_write
 from skcce.cli._common import (
     CommandError,
     check_output,
+    n_clusters_arg,
     non_negative_int,
     one_line,
     positive_int,
@@ -42,7 +47,8 @@ _DESCRIPTION = (
     "collision cross-entropy clustering; write path,cluster,confidence rows to a CSV file. "
     "Given a features file (.npy, .npz, .csv, .parquet) instead, cluster its rows and write "
     "index (or the id column),cluster,confidence. Pretrained weights are downloaded on first "
-    "use; offline, pass --weights FILE or use a Hugging Face cache with HF_HUB_OFFLINE=1."
+    "use; offline, pass --weights FILE or use a Hugging Face cache with HF_HUB_OFFLINE=1. "
+    "With -k auto the number of clusters is chosen from the data."
 )
 
 
@@ -114,6 +120,10 @@ def add_cluster_parser(subparsers):
     >>> args = parser.parse_args(["cluster", "photos", "--n-clusters", "5"])
     >>> args.n_clusters, args.model, args.out, args.func.__name__
     (5, 'resnet50', 'labels.csv', 'run_cluster')
+    >>> argv = ["cluster", "photos", "-k", "auto", "--n-clusters-range", "2", "9"]
+    >>> args = parser.parse_args(argv)
+    >>> args.n_clusters, args.n_clusters_range
+    ('auto', (2, 9))
     """
     parser = subparsers.add_parser("cluster", help=SUMMARY, description=_DESCRIPTION)
     _add_arguments(parser)
@@ -128,7 +138,23 @@ def _add_arguments(parser):
         ".npz, .csv or .parquet (the last two need pandas/pyarrow: pip install skcce[tables])",
     )
     parser.add_argument(
-        "--n-clusters", "-k", type=positive_int, required=True, help="number of clusters K"
+        "--n-clusters",
+        "-k",
+        type=n_clusters_arg,
+        required=True,
+        metavar="K",
+        help="number of clusters: a positive integer, or 'auto' to choose it from the data (one "
+        "clustering per K of --n-clusters-range; the report shows the criterion of each)",
+    )
+    parser.add_argument(
+        "--n-clusters-range",
+        nargs=2,
+        type=positive_int,
+        action=_RangeAction,
+        default=None,
+        metavar=("LOW", "HIGH"),
+        help="with -k auto: the smallest and largest K tried, both included (default: 2 20, "
+        "HIGH capped at the number of samples); LOW 1 lets it answer that there are no clusters",
     )
     parser.add_argument("--model", default="resnet50", help="timm model name (default: resnet50)")
     parser.add_argument(
@@ -183,6 +209,16 @@ def _add_arguments(parser):
         "least confident images (a 2-D map and bar charts for a features file)",
     )
     return parser
+
+
+class _RangeAction(argparse.Action):
+    """Store ``--n-clusters-range LOW HIGH`` as a tuple; ``LOW > HIGH`` is a usage error."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        low, high = values
+        if low > high:
+            raise argparse.ArgumentError(self, f"LOW ({low}) exceeds HIGH ({high})")
+        setattr(namespace, self.dest, (low, high))
 
 
 def _build_parser(prog="skcce cluster"):
@@ -256,6 +292,11 @@ def _run(args):
     root = args.path
     if not os.path.exists(root):
         raise CommandError(f"path not found: {root!r}")
+    if args.n_clusters_range is not None and args.n_clusters != "auto":
+        raise CommandError(
+            f"--n-clusters-range applies to -k auto; -k {args.n_clusters} fixes K (drop one of "
+            "the two)"
+        )
     if os.path.isfile(root):
         return _run_features(args)
     if args.array is not None or args.id_column is not None:
@@ -269,10 +310,8 @@ def _run(args):
         raise CommandError(
             f"no images found under {root!r} (looked for {', '.join(sorted(IMAGE_EXTENSIONS))})"
         )
-    if args.n_clusters > len(paths):
-        raise CommandError(
-            f"--n-clusters {args.n_clusters} is more than the {len(paths)} images found"
-        )
+    clustering = _clustering(args)
+    _check_n_clusters(args, clustering, len(paths), "images found")
 
     from skcce._feature_extraction import FeatureExtractor, WeightsUnavailableError
 
@@ -286,7 +325,6 @@ def _run(args):
         image_size=args.image_size,
         verbose=args.verbose,
     )
-    clustering = _clustering(args)
 
     # Features are computed once and shared by fit_predict and predict_proba.
     try:
@@ -298,6 +336,7 @@ def _run(args):
         raise CommandError(unavailable_message(args.model, reason, cli=True)) from None
     labels = clustering.fit_predict(features)
     confidence = clustering.predict_proba(features).max(axis=1)
+    n_clusters, scores = _chosen(clustering)
     _write_csv(args.out, paths, labels, confidence)
     if args.out != "-":
         print(f"skcce cluster: wrote {len(paths)} rows to {args.out}", file=sys.stderr)
@@ -305,8 +344,8 @@ def _run(args):
         from skcce.cli._report import write_image_report
 
         index = write_image_report(
-            args.report, paths, labels, confidence, args.n_clusters,
-            title=f"skcce cluster {root} -k {args.n_clusters}", root=root,
+            args.report, paths, labels, confidence, n_clusters,
+            title=_title(root, args, n_clusters), root=root, n_clusters_scores=scores,
         )  # fmt: skip
         print(f"skcce cluster: wrote the report {index}", file=sys.stderr)
 
@@ -320,9 +359,50 @@ def _clustering(args):
         random_state=args.random_state,
         verbose=args.verbose,
     )
+    if args.n_clusters_range is not None:
+        cluster_params["n_clusters_range"] = args.n_clusters_range
     if args.lam is not None:
         cluster_params["lam"] = args.lam
     return CCEClustering(**cluster_params)
+
+
+def _check_n_clusters(args, clustering, n_samples, what):
+    """Refuse a K (or, with ``-k auto``, a range's lower bound) above ``n_samples`` before the
+    expensive part; ``what`` names the samples ("images found", "rows of 'emb.npy'")."""
+    if args.n_clusters != "auto":
+        if args.n_clusters > n_samples:
+            raise CommandError(
+                f"--n-clusters {args.n_clusters} is more than the {n_samples} {what}"
+            )
+        return
+    low, high = clustering.get_params()["n_clusters_range"]
+    if low > n_samples:
+        raise CommandError(
+            f"--n-clusters-range {low} {high}: LOW is more than the {n_samples} {what}"
+        )
+
+
+def _chosen(clustering):
+    """``(K, scores)``: the fitted number of clusters, and the curve of ``-k auto``
+    (``n_clusters_scores_``; None for an integer K)."""
+    if clustering.n_clusters != "auto":
+        return clustering.n_clusters, None
+    k = int(clustering.n_clusters_)
+    scores = {int(key): float(value) for key, value in clustering.n_clusters_scores_.items()}
+    tried = f"{min(scores)}..{max(scores)}" if scores else "none"
+    best = f", criterion {scores[k]:.3f}" if k in scores else ""
+    print(
+        f"skcce cluster: -k auto chose K={k}{best} (K tried: {tried}; "
+        "the report's curve shows every K, pass -k K to overrule)",
+        file=sys.stderr,
+    )
+    return k, scores
+
+
+def _title(path, args, n_clusters):
+    if args.n_clusters == "auto":
+        return f"skcce cluster {path} -k auto (chose K={n_clusters})"
+    return f"skcce cluster {path} -k {n_clusters}"
 
 
 def _check_report(report):
@@ -355,13 +435,11 @@ def _run_features(args):
                 "pip install skcce[report]"
             ) from None
     table = read_features(args.path, array=args.array, id_column=args.id_column)
-    if args.n_clusters > len(table.X):
-        raise CommandError(
-            f"--n-clusters {args.n_clusters} is more than the {len(table.X)} rows of {args.path!r}"
-        )
     clustering = _clustering(args)
+    _check_n_clusters(args, clustering, len(table.X), f"rows of {args.path!r}")
     labels = clustering.fit_predict(table.X)
     confidence = clustering.predict_proba(table.X).max(axis=1)
+    n_clusters, scores = _chosen(clustering)
     _write_csv(args.out, table.row_ids(), labels, confidence, header=table.id_name)
     if args.out != "-":
         print(f"skcce cluster: wrote {len(labels)} rows to {args.out}", file=sys.stderr)
@@ -369,8 +447,8 @@ def _run_features(args):
         from skcce.cli._report import write_features_report
 
         index = write_features_report(
-            args.report, table.X, labels, confidence, args.n_clusters, ids=table.ids,
-            title=f"skcce cluster {args.path} -k {args.n_clusters}",
+            args.report, table.X, labels, confidence, n_clusters, ids=table.ids,
+            title=_title(args.path, args, n_clusters), n_clusters_scores=scores,
         )  # fmt: skip
         print(f"skcce cluster: wrote the report {index}", file=sys.stderr)
 
