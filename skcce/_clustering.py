@@ -670,9 +670,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         X = self._validate_X(X, reset=True)
         low, high = _n_clusters.check_range(self.n_clusters_range, _n_clusters.n_distinct(X))
         n_init = _n_clusters.restarts(self.n_init, self.model, self.init, len(X), X.ndim > 2)
-        best, scores = _n_clusters.search(self, X, range(max(low, 2), high + 1), n_init)
-        k = _n_clusters.choose(scores, low)
-        if k != best.n_clusters:  # K = 1: no structure
+        best, scores, k = None, {}, 1  # a range of K = 1 alone: nothing to search
+        if high >= 2:
+            best, scores = _n_clusters.search(self, X, range(max(low, 2), high + 1), n_init)
+            k = _n_clusters.choose(scores, low)
+        if best is None or k != best.n_clusters:  # K = 1: no structure
             best = clone(self).set_params(n_clusters=1, n_init=1, checkpoint=None).fit(X)
         for key, value in vars(best).items():
             if key.endswith("_") and not key.startswith("_") or key == "_inputs":

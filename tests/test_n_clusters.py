@@ -134,6 +134,14 @@ def test_auto_on_noise_answers_one_cluster_or_warns():
     assert est.n_clusters_ in (2, 3)
 
 
+def test_auto_range_of_one_cluster_fits_one(blobs4):
+    X, _ = blobs4
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(1, 1), random_state=0).fit(X)
+    assert est.n_clusters_ == 1
+    assert est.n_clusters_scores_ == {}
+    assert est.predict_proba(X).shape == (len(X), 1)
+
+
 def test_auto_range_is_clipped_to_the_distinct_rows():
     X = np.repeat(np.eye(3) * 10, 30, axis=0)
     est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 20), random_state=0)
