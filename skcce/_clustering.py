@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -668,11 +669,14 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 "of clusters (use init='auto', 'kmeans' or 'random', or an integer n_clusters)"
             )
         X = self._validate_X(X, reset=True)
-        low, high = _n_clusters.check_range(self.n_clusters_range, _n_clusters.n_distinct(X))
-        n_init = _n_clusters.restarts(self.n_init, self.model, self.init, len(X), X.ndim > 2)
+        rows = np.ascontiguousarray(X.reshape(len(X), -1))  # distinct rows (images) bound K
+        n_distinct = len(np.unique(rows.view(np.dtype((np.void, rows[0].nbytes)))))
+        n_samples, images = int(np.shape(X)[0]), np.ndim(X) > 2
+        low, high = _n_clusters.check_range(self.n_clusters_range, n_distinct)
+        n_init = _n_clusters.restarts(self.n_init, self.model, self.init, n_samples, images)
         best, scores, k = None, {}, 1  # a range of K = 1 alone: nothing to search
         if high >= 2:
-            best, scores = _n_clusters.search(self, X, range(max(low, 2), high + 1), n_init)
+            best, scores = self._search_k(X, range(max(low, 2), high + 1), n_init)
             k = _n_clusters.choose(scores, low)
         if best is None or k != best.n_clusters:  # K = 1: no structure
             best = clone(self).set_params(n_clusters=1, n_init=1, checkpoint=None).fit(X)
@@ -681,6 +685,25 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 setattr(self, key, value)
         self.n_clusters_scores_ = scores
         return self
+
+    def _search_k(self, X, ks, n_init):
+        """``(best, scores)``: a fit for every K of ``ks`` (clones of this estimator), the
+        one with the best :func:`skcce._n_clusters.criterion` (the smallest K of equals) and
+        ``{K: criterion}``; only the kept fit's warnings are shown."""
+        scores, best, best_score, best_warnings = {}, None, -1.0, []
+        for k in ks:
+            path = _n_clusters.candidate_path(self.checkpoint, k)
+            candidate = clone(self).set_params(n_clusters=k, n_init=n_init, checkpoint=path)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                candidate.fit(X)
+            scores[k] = _n_clusters.score_of(candidate)
+            if self.verbose:
+                print(f"n_clusters={k}: criterion {scores[k]:.3f}", flush=True)
+            if scores[k] > best_score:
+                best, best_score, best_warnings = candidate, scores[k], caught
+        _n_clusters.replay(best_warnings)
+        return best, scores
 
     def _thread_count(self):
         """The thread count of ``n_threads`` (None: leave torch's setting alone)."""

@@ -29,7 +29,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from sklearn.base import clone
 
 from skcce._engine._select import MIN_CONSENSUS
 from skcce._warn import warn
@@ -85,12 +84,6 @@ def check_range(n_clusters_range, n_distinct: int) -> tuple[int, int]:
             f"distinct samples ({n_distinct})"
         )
     return low, min(high, n_distinct)
-
-
-def n_distinct(X) -> int:
-    """Number of distinct samples (rows of a 2-D array, whole images of a stacked array)."""
-    rows = np.ascontiguousarray(np.asarray(X).reshape(len(X), -1))
-    return len(np.unique(rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))))
 
 
 def restarts(n_init, model, init, n_samples: int, images: bool) -> int:
@@ -163,51 +156,25 @@ def candidate_path(checkpoint, k: int):
     return path.with_name(f"{path.stem}.k{k}{path.suffix}")
 
 
-def search(estimator, X, ks, n_init: int):
-    """Fit ``estimator`` for every K of ``ks`` and keep the best by :func:`criterion`.
+def score_of(fitted) -> float:
+    """:func:`criterion` of a fitted candidate (its restarts' agreement, its training mutual
+    information ``train_score_`` and its smallest cluster)."""
+    k = len(fitted.prior_)
+    counts = np.bincount(fitted.labels_, minlength=k)
+    return criterion(
+        float(np.max(fitted.restart_agreement_)),
+        float(fitted.train_score_),
+        k,
+        int(counts.min()),
+        len(fitted.labels_),
+    )
 
-    Parameters
-    ----------
-    estimator : CCEClustering
-        The unfitted estimator with ``n_clusters="auto"`` (cloned for each K).
-    X : array-like
-        The training data, as given to ``fit``.
-    ks : range
-        The candidate numbers of clusters (each >= 2).
-    n_init : int
-        Restarts per candidate (>= :data:`MIN_RESTARTS`).
 
-    Returns
-    -------
-    best : CCEClustering
-        The fitted estimator of the best K (the smallest of equal scores).
-    scores : dict
-        ``{k: criterion}`` for every K of ``ks``.
-    """
-    scores, best, best_score, best_warnings = {}, None, -1.0, []
-    for k in ks:
-        candidate = clone(estimator).set_params(
-            n_clusters=k, n_init=n_init, checkpoint=candidate_path(estimator.checkpoint, k)
-        )
-        with warnings.catch_warnings(record=True) as caught:  # only the kept K's are shown
-            warnings.simplefilter("always")
-            candidate.fit(X)
-        counts = np.bincount(candidate.labels_, minlength=k)
-        score = criterion(
-            float(np.max(candidate.restart_agreement_)),
-            float(candidate.train_score_),
-            k,
-            int(counts.min()),
-            len(candidate.labels_),
-        )
-        scores[k] = score
-        if estimator.verbose:
-            print(f"n_clusters={k}: criterion {score:.3f}", flush=True)
-        if score > best_score:
-            best, best_score, best_warnings = candidate, score, caught
-    for w in best_warnings:
+def replay(caught) -> None:
+    """Show the warnings ``caught`` from the kept candidate's fit (the others' are dropped:
+    an empty cluster at a K that was not chosen is the search working, not news)."""
+    for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return best, scores
 
 
 def choose(scores: dict, low: int):

@@ -18,7 +18,6 @@ from skcce._n_clusters import (
     check_range,
     choose,
     criterion,
-    n_distinct,
     restarts,
 )
 
@@ -81,14 +80,6 @@ def test_restarts_needs_three():
         restarts(2, "linear", "auto", 100, False)
 
 
-def test_n_distinct_counts_rows_and_images():
-    X = np.array([[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
-    assert n_distinct(X) == 2
-    images = np.zeros((4, 3, 3), dtype=np.uint8)
-    images[1, 0, 0] = 1
-    assert n_distinct(images) == 2
-
-
 def test_candidate_path_keeps_the_suffix(tmp_path):
     assert candidate_path(tmp_path / "run.pt", 7) == tmp_path / "run.k7.pt"
     assert candidate_path(None, 3) is None
@@ -132,6 +123,14 @@ def test_auto_on_noise_answers_one_cluster_or_warns():
     with pytest.warns(NoStructureWarning):
         est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 3), random_state=0).fit(X)
     assert est.n_clusters_ in (2, 3)
+
+
+def test_auto_range_counts_distinct_images():
+    images = np.zeros((40, 4, 4), dtype=np.uint8)
+    images[20:, 0, 0] = 255  # two distinct images, each 20 times
+    est = CCEClustering(n_clusters="auto", model="vgg4", n_clusters_range=(3, 5))
+    with pytest.raises(ValueError, match=r"distinct samples \(2\)"):
+        est.fit(images)
 
 
 def test_auto_range_of_one_cluster_fits_one(blobs4):
