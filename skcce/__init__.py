@@ -17,6 +17,7 @@ _LAZY = {
     "CheckpointMismatchError": "skcce._engine._checkpoint",
     "FeatureExtractor": "skcce._feature_extraction",
     "FitInterruptedWarning": "skcce._engine._train",
+    "NoStructureWarning": "skcce._n_clusters",
 }
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "CheckpointMismatchError",
     "FeatureExtractor",
     "FitInterruptedWarning",
+    "NoStructureWarning",
     "__version__",
 ]
 

@@ -93,7 +93,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         ``n_clusters``; like ``ngram_range`` and ``feature_range`` elsewhere in scikit-learn,
         one parameter holds both ends). The upper end is clipped to the number of distinct
         samples. With a lower end of 1, K = 1 is the answer when no K shows structure;
-        otherwise a ``NoStructureWarning`` says so.
+        otherwise a :class:`~skcce.NoStructureWarning` says so.
     lam : float, default=100.0
         Fairness weight λ of the pseudo-label step, in the summed-rows convention of
         :mod:`skcce.losses` (the paper's λ = 100 with batches of 250; the averaged-loss

@@ -66,6 +66,13 @@ def test_criterion_is_agreement_times_normalised_information():
     assert criterion(-0.2, 1.0, 3, 100, 300) == 0.0  # worse than chance agrees with nothing
 
 
+def test_no_structure_warning_is_public():
+    import skcce
+
+    assert skcce.NoStructureWarning is NoStructureWarning
+    assert issubclass(NoStructureWarning, UserWarning)
+
+
 def test_choose_takes_the_best_and_says_when_nothing_stands_out():
     assert choose({2: 0.3, 3: 0.9, 4: 0.9}, 2) == 3  # ties: the smaller K
     assert choose({2: 0.1, 3: 0.05}, 1) == 1
