@@ -5,7 +5,7 @@ most rows confident; ``random``: softmax of standard normal logits) this measure
 threaded and best of ``--repeat`` runs:
 
 * the default method (``method="auto"``): on the CPU, for the collision loss, the compiled
-  kernels of :mod:`skcce.solvers._kernels_numba` (interior point with column generation,
+  kernels of :mod:`skcce.solvers._kernels` (interior point with column generation,
   certified by the dual of :mod:`skcce.solvers._duality`),
 * the torch path of the same method (the reference dual Newton solver, ``SKCCE_SOLVER=torch``),
 * the paper's EM (Algorithm 1 inner loop; compiled as well),

@@ -138,7 +138,8 @@ def host_probs(probs, cfg):
     FloatingPointError
         The network's predictions are not finite (training diverged).
     """
-    if _compiled.takes(cfg.loss, cfg.solver):
+    if _compiled.takes(cfg.loss, cfg.solver, device_type=probs.device.type, lam=cfg.lam,
+                       k=probs.shape[1]):  # fmt: skip
         probs = _transfer.to_host(probs)
     if not bool(torch.isfinite(probs).all()):
         raise FloatingPointError(

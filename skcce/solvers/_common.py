@@ -27,6 +27,10 @@ class PseudoLabelResult:
         the marginal violation is ``<= tol``.
     method : str
         The method that ran.
+    backend : {"compiled", "torch"}
+        Which implementation answered: the compiled kernels (:mod:`skcce.solvers._kernels`:
+        for ``"newton"`` the interior point, for ``"em"`` the compiled EM) or the torch path
+        (for ``"newton"`` the dual Newton of :mod:`skcce.solvers._newton`).
     """
 
     labels: torch.Tensor
@@ -35,15 +39,17 @@ class PseudoLabelResult:
     n_iter: int
     converged: bool
     method: str
+    backend: str = "torch"
 
 
-def certified_result(Y, value, gap, n_iter, converged, method) -> PseudoLabelResult:
-    """The result of an exact method, with its gap as a non-negative float."""
+def certified_result(Y, value, gap, n_iter, converged, method, backend="torch"):
+    """The :class:`PseudoLabelResult` of an exact method, with its gap as a non-negative
+    float."""
     gap = float(gap)
     if gap != gap:  # inf - inf: the optimum itself is infinite (e.g. an impossible prior)
         gap = float("inf")
     gap = max(gap, 0.0)  # rounding can put the dual bound a hair above F(Y)
-    return PseudoLabelResult(Y, float(value), gap, n_iter, bool(converged), method)
+    return PseudoLabelResult(Y, float(value), gap, n_iter, bool(converged), method, backend)
 
 
 def certify(problem, Y, value, tol):
@@ -64,6 +70,13 @@ def trivial_labels(problem):
     return Y.scatter_(1, sigma.argmax(dim=1, keepdim=True), 1.0)
 
 
+def mix_in_prior(y, prior):
+    """``0.999 y + 0.001 prior``: every class of positive prior keeps some mass, where both
+    fairness terms have a finite gradient. Elementwise (tensors, arrays or numbers; the
+    compiled kernels call it on numbers, :mod:`skcce.solvers._kernels._entry`)."""
+    return 0.999 * y + 0.001 * prior
+
+
 def start_point(problem, init):
     """The first iterate: ``init`` (default ``probs``) with every active cluster reachable."""
     Y = problem.probs if init is None else init
@@ -78,5 +91,5 @@ def start_point(problem, init):
         s = Y.sum(dim=0)
         if bool(((s <= 0) & problem.active).any()):
             # an empty cluster makes KL(u||ybar) infinite: mix in a little of the prior
-            Y = 0.999 * Y + 0.001 * problem.prior
+            Y = mix_in_prior(Y, problem.prior)
     return Y

@@ -1,32 +1,32 @@
-"""Dispatch of a validated problem to the compiled CPU kernels (:mod:`._kernels_numba`).
+"""Dispatch of a validated problem to the compiled CPU kernels (:mod:`._kernels`).
 
 Both entries of the solvers reach it: the public :func:`skcce.solvers.solve_pseudo_labels` (after
 validation) and the engine's private :func:`skcce.solvers._solve`. The compiled path applies to
 the collision loss, methods ``"newton"`` (the interior-point column-generation solver, certified
 by the same duality-gap rule) and ``"em"`` (the paper's EM), a CPU or CUDA float32/float64
-problem with ``lam > 0`` and ``K >= 2``, when numba is importable. Everything else, and every
-compiled run that does not certify, goes to the torch path, which stays the reference.
+problem with ``lam > 0`` and ``K >= 2``: :func:`takes`, the one place that decides, for
+:func:`solve`, :func:`solve_stack` and the engine. Everything else, and every compiled run that
+does not certify, goes to the torch path, which stays the reference. A result says which
+answered (``PseudoLabelResult.backend``).
 
 The switch: the environment variable ``SKCCE_SOLVER`` (read at import) is ``"compiled"`` (use
 the kernels where they apply) or ``"torch"`` (never); unset, :data:`DEFAULT` decides.
 
 CUDA problems are solved on the host by the same kernels, with one copy each way
 (:mod:`skcce.solvers._transfer`); ``SKCCE_SOLVER=torch`` keeps them on the device (the torch
-walk, which reads the host inside its iterations). :data:`ENABLED` is the resolved value
-(tests and benchmarks flip it).
+walk, which reads the host inside its iterations). :data:`ENABLED` is the resolved value.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import os
 
 import numpy as np
 import torch
 
 from skcce.solvers import _em, _newton, _transfer
-from skcce.solvers._common import PseudoLabelResult
+from skcce.solvers._common import certified_result
 
 #: whether the compiled path is used when ``SKCCE_SOLVER`` is unset (see docs/benchmarks.md,
 #: "compile time": the default follows the measured cold compile of the default path)
@@ -39,27 +39,27 @@ ENABLED = {"compiled": True, "numba": True, "torch": False}.get(_CHOICE, DEFAULT
 _DEFAULT_MAX_ITER = {"newton": _newton.DEFAULT_MAX_ITER, "em": _em.DEFAULT_MAX_ITER}
 
 
-def takes(loss, method) -> bool:
-    """Whether the compiled path takes problems of this loss and resolved method (the
-    engine's question before it builds a batch's problem: on CUDA it then builds it on the
-    host, see :mod:`skcce.solvers._transfer`)."""
-    return ENABLED and loss == "collision" and method in _DEFAULT_MAX_ITER
-
-
-def applies(problem, method) -> bool:
-    """Whether the compiled path takes this validated problem (numba not yet imported).
-
-    CPU and CUDA problems alike: a CUDA problem is copied to the host once
-    (:func:`solve`)."""
-    probs = problem.probs
+def takes(loss, method, *, device_type="cpu", dtype=torch.float64, lam=1.0, k=2,
+          requires_grad=False) -> bool:  # fmt: skip
+    """Whether the compiled kernels solve a problem of this loss and resolved method, on
+    this device type and dtype, with this ``lam`` and number of classes (the torch path
+    solves the rest). The engine asks it before it builds a batch's problem: on CUDA it then
+    builds it on the host (see :mod:`skcce.solvers._transfer`)."""
     return (
-        takes(problem.loss, method)
-        and probs.device.type in ("cpu", "cuda")
-        and probs.dtype in (torch.float32, torch.float64)
-        and problem.lam > 0
-        and problem.k >= 2
-        and not probs.requires_grad
+        ENABLED
+        and loss == "collision"
+        and method in _DEFAULT_MAX_ITER
+        and device_type in ("cpu", "cuda")
+        and dtype in (torch.float32, torch.float64)
+        and lam > 0
+        and k >= 2
+        and not requires_grad
     )
+
+
+def _result(labels, value, gap, n_iter, method):
+    """A certified result of the kernels."""
+    return certified_result(labels, value, gap, n_iter, True, method, backend="compiled")
 
 
 def _host_data(problem, init):
@@ -85,15 +85,14 @@ def _stacked_to_host(problem, init):
 
 
 def solve(problem, method, init, *, tol, max_iter):
-    """The compiled solve of a validated problem, or None (not applicable, numba missing, or
-    not certified: the caller runs the torch path)."""
-    if not applies(problem, method):
-        return None
-    try:
-        from skcce.solvers import _kernels_numba as kn
-    except ImportError:  # numba missing or broken: the torch path
-        return None
+    """The compiled solve of a validated problem, or None (not taken, or not certified: the
+    caller runs the torch path)."""
     probs = problem.probs
+    if not takes(problem.loss, method, device_type=probs.device.type, dtype=probs.dtype,
+                 lam=problem.lam, k=problem.k, requires_grad=probs.requires_grad):  # fmt: skip
+        return None
+    from skcce.solvers import _kernels as kn  # numba: imported on the first compiled solve
+
     np_dtype = np.float32 if probs.dtype == torch.float32 else np.float64
     probs_h, init_h, prior_h = _host_data(problem, init)
     out = kn.solve_collision_numba(
@@ -112,7 +111,7 @@ def solve(problem, method, init, *, tol, max_iter):
     labels = torch.from_numpy(out.labels)
     if probs.device.type != "cpu":  # a CUDA problem: its one copy back
         labels = _transfer.to_device(labels, probs.device)
-    return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
+    return _result(labels, out.objective, out.gap, out.n_iter, method)
 
 
 def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map_=map, n_chunks=1):
@@ -123,14 +122,15 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
 
     The checks and conversions that :func:`solve` makes per problem are made once here. The
     default method's problems go straight to the compiled
-    :func:`~skcce.solvers._kernels_numba.ipm_solve_into` from ``n_chunks`` workers, one task of
+    :func:`~skcce.solvers._kernels.ipm_solve_into` from ``n_chunks`` workers, one task of
     ``map_`` each, that take the next unsolved problem until none is left (a worker costs a
     thread pool one task, and holds the GIL only between its problems).
 
     Parameters
     ----------
     probs : torch.Tensor of shape (R, N, K)
-        Float64 CPU rows on the simplex (one problem per leading index).
+        Float64 CPU rows on the simplex (one problem per leading index; the engine's batched
+        restarts build no other).
     lam : float
     prior : torch.Tensor of shape (K,) or (R, K), or None
         None: uniform; (R, K): problem ``r``'s prior in row ``r``.
@@ -151,18 +151,10 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     list of PseudoLabelResult or None, or None
     """
     k = probs.shape[-1]
-    if not (
-        takes(loss, method)
-        and probs.device.type == "cpu"
-        and probs.dtype == torch.float64
-        and lam > 0
-        and k >= 2
-    ):
+    if not takes(loss, method, device_type=probs.device.type, dtype=probs.dtype, lam=lam, k=k):
         return None
-    try:
-        from skcce.solvers import _kernels_numba as kn
-    except ImportError:  # numba missing or broken: the torch path
-        return None
+    from skcce.solvers import _kernels as kn
+
     u = np.full(k, 1.0 / k) if prior is None else prior.detach().double().cpu().numpy()
     u = np.ascontiguousarray(np.broadcast_to(u, (len(probs), k)))  # one row per problem
     cap = _DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
@@ -176,8 +168,7 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
         )
         if not out.certified:
             return None
-        labels = torch.from_numpy(out.labels)
-        return PseudoLabelResult(labels, out.objective, out.gap, out.n_iter, True, method)
+        return _result(torch.from_numpy(out.labels), out.objective, out.gap, out.n_iter, method)
 
     return list(map_(one, range(len(probs))))
 
@@ -205,11 +196,5 @@ def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
         if not ok[r]:
             results.append(None)
             continue
-        g = float(gap[r])
-        g = math.inf if g != g else max(g, 0.0)
-        results.append(
-            PseudoLabelResult(
-                torch.from_numpy(Y[r]), float(value[r]), g, int(n_iter[r]), True, "newton"
-            )  # fmt: skip
-        )
+        results.append(_result(torch.from_numpy(Y[r]), value[r], gap[r], int(n_iter[r]), "newton"))
     return results

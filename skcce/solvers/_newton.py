@@ -24,7 +24,7 @@ import math
 import torch
 
 from skcce.solvers import _pgd
-from skcce.solvers._common import certified_result, start_point
+from skcce.solvers._common import certified_result, mix_in_prior, start_point
 from skcce.solvers._duality import best_response, collision_edges
 from skcce.solvers._master import ColumnPool
 
@@ -305,9 +305,7 @@ def _solve(problem, init, *, tol, max_iter):
     cap = DEFAULT_MAX_ITER if max_iter is None else max_iter
     Y, _, value, gap, n_iter, ok = newton(problem, problem.initial_w(Y0), tol=tol, max_iter=cap)
     if not ok:
-        # mixing in a little of the prior keeps every active cluster non-empty, where both
-        # fairness terms have a finite gradient
-        start = 0.999 * Y + 0.001 * problem.prior if math.isfinite(value) else Y0
+        start = mix_in_prior(Y, problem.prior) if math.isfinite(value) else Y0
         polish_cap = _pgd.DEFAULT_MAX_ITER if max_iter is None else max_iter
         Y2, value2, gap2, n_more, ok2 = _pgd.run(problem, start, tol=tol, max_iter=polish_cap)
         n_iter += n_more

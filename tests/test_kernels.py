@@ -1,4 +1,4 @@
-"""Tests for the compiled CPU kernels (skcce.solvers._kernels_numba) against the torch reference.
+"""Tests for the compiled CPU kernels (skcce.solvers._kernels) against the torch reference.
 
 The torch path (skcce.solvers._duality, _newton, _em) is the reference: the kernels'
 best responses, certificates and EM steps must agree with it to rounding, and the compiled
@@ -20,12 +20,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("numba")
-
-from skcce.solvers import _compiled, solve_pseudo_labels  # noqa: E402
-from skcce.solvers import _kernels_numba as kn  # noqa: E402
-from skcce.solvers._duality import Problem, _collision_response  # noqa: E402
-from skcce.solvers._em import e_step, mstep_collision  # noqa: E402
+from skcce.solvers import _compiled, solve_pseudo_labels
+from skcce.solvers import _kernels as kn
+from skcce.solvers._duality import Problem, _collision_response
+from skcce.solvers._em import e_step, mstep_collision
+from skcce.solvers._kernels import _rows, _supports
 
 D = torch.float64
 
@@ -79,7 +78,8 @@ LAMS = [1.0, 100.0, 1e4]
 
 
 def _torch_path(monkeypatch):
-    monkeypatch.setattr(_compiled, "ENABLED", False)
+    """The seam answers "torch" for every problem."""
+    monkeypatch.setattr(_compiled, "takes", lambda *args, **kwargs: False)
 
 
 @pytest.fixture(autouse=True)
@@ -148,11 +148,11 @@ def test_long_envelope_walk_gives_way_to_the_candidate(k):
     wm = -(s**2) / (2 * x_star**2)
     allowed = np.ones(k, dtype=bool)
     rows = s[None, :]  # the row is passed as row 0 of sigma
-    *_, done = kn._br_walk(rows, 0, wm, allowed, kn._WALK)
+    *_, done = _rows._br_walk(rows, 0, wm, allowed, _rows._WALK)
     assert not done  # the case reaches the candidate
-    a, b, ya, x, lin = kn._br_row(rows, 0, kn._exp_w(wm, allowed), wm, allowed)
+    a, b, ya, x, lin = _rows._br_row(rows, 0, _rows._exp_w(wm, allowed), wm, allowed)
     psi = -np.log(x) - lin
-    a2, b2, ya2, x2, lin2, done2 = kn._br_walk(rows, 0, wm, allowed, k + 1)
+    a2, b2, ya2, x2, lin2, done2 = _rows._br_walk(rows, 0, wm, allowed, k + 1)
     assert done2
     psi2 = -np.log(x2) - lin2
     assert psi == pytest.approx(psi2, rel=1e-13, abs=1e-13)
@@ -266,9 +266,9 @@ def test_compiled_start_matches_torch_start(fairness):
     for prior in (u, np.full(5, 0.2)):
         problem = Problem(torch.from_numpy(P), 10.0, fairness, torch.from_numpy(prior), "collision")
         want = start_point(problem, None).numpy()
-        got = kn._start(np.ascontiguousarray(P), prior, fairness == "forward")
+        got = kn.start_labels(np.ascontiguousarray(P), prior, fairness == "forward")
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
-    assert kn._start(P, np.full(5, 0.2), True) is P  # nothing to change: no copy
+    assert kn.start_labels(P, np.full(5, 0.2), True) is P  # nothing to change: no copy
 
 
 def test_prior_with_zeros_and_warm_start(monkeypatch):
@@ -379,12 +379,9 @@ def test_torch_reference_property_still_holds(data):
     from test_solvers import problems, test_valid_output_for_any_valid_input
 
     case = data.draw(problems())
-    old = _compiled.ENABLED
-    _compiled.ENABLED = False
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        _torch_path(mp)
         test_valid_output_for_any_valid_input.hypothesis.inner_test(case)
-    finally:
-        _compiled.ENABLED = old
 
 
 @settings(
@@ -454,7 +451,7 @@ def test_first_certificate_waits_unless_pricing_needs_it():
     # the supports' pass and the final certificate (3 passes when iteration 0 certified too)
     assert ok and n_iter == 5 and n_pass == 2
     P = _random(250, 10, 5).numpy()
-    start = kn._start(P, u, False)
+    start = kn.start_labels(P, u, False)
     *_, n_iter, ok, n_pass = kn.ipm_solve(P, u, 1e4, False, start, 1e-6, 1000)
     assert ok and n_iter <= 15  # 73 iterations when this start's first pricing waits
 
@@ -467,7 +464,7 @@ def test_large_lam_prices_every_class_at_once(make):
     u = np.full(10, 0.1)
     for seed in range(3):
         P = make(250, 10, seed).numpy()
-        start = kn._start(P, u, False)
+        start = kn.start_labels(P, u, False)
         Y, value, gap, n_iter, ok, n_pass = kn.ipm_solve(P, u, 1e4, False, start, 1e-6, 1000)
         assert ok and gap <= 1e-6 * abs(value)
         assert n_pass <= 8, (seed, n_iter, n_pass)
@@ -484,7 +481,7 @@ def test_dense_pricing_restarts_the_interior_point():
     for seed in range(6):
         P = _ties(250, 10, seed).numpy()
         Y, value, gap, n_iter, ok, n_pass = kn.ipm_solve(
-            P, u, 1e3, False, kn._start(P, u, False), 1e-6, 1000
+            P, u, 1e3, False, kn.start_labels(P, u, False), 1e-6, 1000
         )
         assert ok and gap <= 1e-6 * abs(value)
         counts.append(n_iter + n_pass)
@@ -501,7 +498,7 @@ def test_very_large_lam_starts_every_row_with_every_class():
         for make in (_random, _realistic):
             P = make(250, 10, seed).numpy()
             Y, value, gap, n_iter, ok, n_pass = kn.ipm_solve(
-                P, u, 2500.0, False, kn._start(P, u, False), 1e-6, 1000
+                P, u, 2500.0, False, kn.start_labels(P, u, False), 1e-6, 1000
             )
             assert ok and gap <= 1e-6 * abs(value)
             counts.append(n_iter + n_pass)
@@ -536,7 +533,7 @@ def test_rows_whose_scores_underflow_start_on_a_class_they_can_take(monkeypatch)
     P[2 * n // 3 :] = torch.tensor([0.3, 0.7 - 1e-13, 1e-13], dtype=D)
     lam = float(n)  # lam <= N: the start from the best vertices
     w = kn.initial_w(P.sum(dim=0).numpy(), np.full(3, 1 / 3), lam, n, False)
-    ew = kn._exp_w(w, np.ones(3, dtype=np.bool_))
+    ew = _rows._exp_w(w, np.ones(3, dtype=np.bool_))
     assert ew[0] == 0.0 and ew[1] == 0.0  # the case under test
     calls = []
     real = kn.solve_collision_numba
@@ -591,7 +588,7 @@ def test_prune_drops_bound_entries_but_keeps_each_rows_largest_and_each_class():
     zv = np.array([[1e-6, 10.0, 1e-5, 10.0], [1e-4, 1e-4, 0, 0], [0, 0, 0, 0], [9.0, 9.0, 0, 0]])
     multi = np.array([0, 1, 3], dtype=np.int64)
     held = np.bincount(np.concatenate([sup[i, : cnt[i]] for i in range(4)]), minlength=5)
-    kn._prune(sup, cnt, yv, zv, multi, 3, 1e-3, 1.0, held)
+    _supports.prune(_supports.Supports(sup, cnt, yv, zv), multi, 3, 1e-3, 1.0, held)
     # row 0: class 1 (bound, held by row 1 too) leaves; class 4 (bound, its only row) stays
     assert cnt[0] == 3 and sorted(sup[0, :3]) == [0, 2, 4]
     assert yv[0, :3].sum() == pytest.approx(1.0) and (yv[0, :3] > 0).all()
@@ -610,7 +607,7 @@ def test_ipm_solve_into_writes_what_ipm_solve_returns():
     value, gap = np.full(3, -1.0), np.full(3, -1.0)
     n_iter, ok = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=bool)
     kn.ipm_solve_into(sigmas, sigmas, 1, u, 100.0, False, 1e-6, 200, Y, value, gap, n_iter, ok)
-    ref = kn.ipm_solve(sigmas[1], u, 100.0, False, kn._start(sigmas[1], u, False), 1e-6, 200)
+    ref = kn.ipm_solve(sigmas[1], u, 100.0, False, kn.start_labels(sigmas[1], u, False), 1e-6, 200)
     np.testing.assert_array_equal(Y[1], ref[0])
     assert (value[1], gap[1], n_iter[1], ok[1]) == (ref[1], ref[2], ref[3], ref[4])
     assert ok[1] and (Y[[0, 2]] == -1.0).all() and (value[[0, 2]] == -1.0).all()

@@ -1,0 +1,161 @@
+"""The kernels' entries from Python: one solve (:func:`solve_collision_numba`) and the
+stacked entry of the default solver (:func:`ipm_solve_into`), both from the torch path's
+starting labels (:func:`start_labels`)."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+from numba.extending import register_jitable
+
+from skcce.solvers._common import mix_in_prior
+from skcce.solvers._kernels._certificate import certificate
+from skcce.solvers._kernels._em import em_solve
+from skcce.solvers._kernels._interior import ipm_solve
+
+register_jitable(mix_in_prior)  # the torch path's helper, compiled where the kernels call it
+
+
+class NumbaResult(NamedTuple):
+    """Result of :func:`solve_collision_numba` (labels in ``labels_dtype``, default float64)."""
+
+    labels: np.ndarray
+    objective: float
+    gap: float
+    n_iter: int
+    certified: bool
+
+
+def solve_collision_numba(
+    probs, lam, prior, fairness, *, tol, max_iter, init=None, method="newton", labels_dtype=None
+):
+    r"""Solve the collision-loss pseudo-label problem with the compiled kernels.
+
+    The caller (:mod:`skcce.solvers._compiled`) has validated every input: rows of
+    ``probs`` and ``init`` on the simplex, ``prior`` a distribution, ``lam > 0``, ``K >= 2``.
+
+    Parameters
+    ----------
+    probs : ndarray of shape (N, K)
+        Predictions :math:`\sigma` (float32 or float64; computed in float64).
+    lam : float
+        Fairness weight (summed-rows convention).
+    prior : ndarray of shape (K,)
+        Class prior ``u``.
+    fairness : {"reverse", "forward"}
+    tol : float
+        Relative certified gap (``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``).
+    max_iter : int
+        Iteration cap (interior-point iterations, or EM iterations).
+    init : ndarray of shape (N, K), optional
+        Warm start (default ``probs``).
+    method : {"newton", "em"}
+        The exact default solver (:func:`ipm_solve`) or the paper's EM (:func:`em_solve`).
+    labels_dtype : numpy dtype, optional
+        Dtype of the returned labels; the certificate is computed on the labels as returned
+        (rounded to this dtype), in float64.
+
+    Returns
+    -------
+    NumbaResult
+        ``labels`` (N, K), ``objective`` F(labels), ``gap`` (certified absolute gap),
+        ``n_iter``, ``certified``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = np.array([[0.9, 0.1], [0.8, 0.2], [0.6, 0.4], [0.3, 0.7]])
+    >>> res = solve_collision_numba(P, 100.0, np.array([0.5, 0.5]), "reverse", tol=1e-7,
+    ...                             max_iter=100)
+    >>> res.certified, res.labels.shape
+    (True, (4, 2))
+    """
+    sigma = np.ascontiguousarray(probs, dtype=np.float64)
+    u = np.ascontiguousarray(prior, dtype=np.float64)
+    forward = fairness == "forward"
+    Y0 = sigma if init is None else np.ascontiguousarray(init, dtype=np.float64)
+    low = labels_dtype is not None and np.dtype(labels_dtype) != np.float64
+    if low:  # leave room for the rounding of the labels to their dtype
+        tol_run = 0.1 * float(tol)
+    else:
+        tol_run = float(tol)
+    if method == "em":
+        Y, value, gap, n_iter, ok = em_solve(
+            sigma, u, float(lam), start_labels(Y0, u, forward), tol_run, int(max_iter)
+        )
+    else:  # the stacked entry, with a stack of one
+        Ys, values, gaps = np.empty((1,) + sigma.shape), np.empty(1), np.empty(1)
+        iters, oks = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_)
+        ipm_solve_into(sigma[None], Y0[None], 0, u, float(lam), forward, tol_run, int(max_iter),
+                       Ys, values, gaps, iters, oks)  # fmt: skip
+        Y, value, gap, n_iter, ok = Ys[0], values[0], gaps[0], iters[0], oks[0]
+    if low:
+        Y = Y.astype(labels_dtype)
+        Yd = Y.astype(np.float64)
+        value, q, _ = certificate(sigma, Yd, u, float(lam), forward)
+        gap = value - q
+        ok = bool(math.isfinite(value) and gap <= tol * max(abs(value), 1.0))
+    if gap != gap:
+        gap = math.inf
+    return NumbaResult(Y, float(value), max(float(gap), 0.0), int(n_iter), bool(ok))
+
+
+@njit(cache=True, error_model="numpy")
+def start_labels(Y, u, forward):
+    """The torch path's starting labels (``skcce.solvers._common.start_point``): ``Y`` itself
+    when it is a valid start (C-contiguous float64, as the caller passes it)."""
+    N, K = Y.shape
+    if forward:  # the classes of zero prior get no mass; a row left with none starts at u
+        if (u > 0).all():
+            return Y
+        out = np.empty((N, K))
+        for i in range(N):
+            tot = 0.0
+            for k in range(K):
+                out[i, k] = Y[i, k] if u[k] > 0 else 0.0
+                tot += out[i, k]
+            if not tot > 0:
+                tot = 0.0
+                for k in range(K):
+                    out[i, k] = u[k]
+                    tot += u[k]
+            for k in range(K):
+                out[i, k] /= tot
+        return out
+    s = np.zeros(K)  # a class of positive prior with no mass at all: a little of u everywhere
+    for i in range(N):
+        for k in range(K):
+            s[k] += Y[i, k]
+    for k in range(K):
+        if u[k] > 0 and s[k] <= 0:
+            out = np.empty((N, K))
+            for i in range(N):
+                for q in range(K):
+                    out[i, q] = mix_in_prior(Y[i, q], u[q])
+            return out
+    return Y
+
+
+@njit(cache=True, error_model="numpy", nogil=True)
+def ipm_solve_into(sigmas, inits, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok):
+    """:func:`ipm_solve` of problem ``r`` of a stack ``sigmas`` (R, N, K) from the start
+    :func:`start_labels` of ``inits[r]`` (``inits`` is ``sigmas`` itself for the problems' own
+    predictions), its results written into row ``r`` of the outputs ``Y`` (R, N, K),
+    ``value``, ``gap``, ``n_iter`` and ``ok`` (R,): one call per problem, and nothing to box
+    for the caller. The one compiled entry of the default solver: the batched restarts'
+    workers (:mod:`skcce.solvers._compiled`) and :func:`solve_collision_numba` (a stack of
+    one) share it, so that a process compiles (or loads) :func:`ipm_solve` once."""
+    sigma = sigmas[r]
+    out = ipm_solve(sigma, u, lam, forward, start_labels(inits[r], u, forward), tol, max_iter)
+    labels = out[0]
+    N, K = labels.shape
+    for i in range(N):  # element loops: a slice assignment would compile numpy's broadcasting
+        for k in range(K):
+            Y[r, i, k] = labels[i, k]
+    value[r] = out[1]
+    gap[r] = out[2]
+    n_iter[r] = out[3]
+    ok[r] = out[4]

@@ -1,0 +1,599 @@
+r"""The exact solver: a primal-dual interior point with column generation (compiled).
+
+Each row keeps a small support (:mod:`._supports`); the problem restricted to the supports is
+solved by a primal-dual interior-point method whose Newton system, after eliminating every row
+(a block of the support's size), is one K x K positive definite system, the Schur complement
+on the column sums ``s``. The full certificate (exact best responses over *all* classes) is
+evaluated when the restricted problem is nearly solved and every few iterations; when the
+restricted problem is solved but the certificate is not, the classes of the rows' best
+responses join the supports (pricing) and the iteration continues. At a restricted optimum
+whose supports hold every row's best response the gap is zero, so the loop ends certified.
+
+:func:`ipm_solve` is the driver; each phase is a helper below it:
+
+* start (:func:`_start`): each row's best vertices at the warm start's multiplier, plus its
+  exact best response when ``lam > N`` (a strong pull mixes classes), every allowed class
+  when ``lam > 8 N``; an interior point on them;
+* certificate and pricing (:func:`_price`): one pricing that adds classes to most rows means
+  the optimum mixes many classes in every row (a large ``lam``), so every row gets every
+  allowed class at once rather than one more a pass;
+* Newton system (:func:`_newton_system`): the rows' blocks inverted and summed onto the
+  column sums, and the Schur complement factored once for both directions;
+* step (:func:`_step`): Mehrotra's predictor and corrector (:func:`_direction`);
+* pruning: an entry the step drove to its bound (``y < 0.2 r`` and ``z > r / 0.2``, with
+  ``r`` the square root of the step's complementarity target) leaves its row, so that later
+  iterations solve smaller rows. Pruning stops once that target is below 1e-5, and for good
+  once a pricing after the start has added a class: from then on the supports only grow, so
+  the column generation ends. A class dropped too early is priced back like any other.
+
+Ties between a row's classes, exact zeros in ``sigma``, K = 2 and a large ``lam`` (an LP-like
+dual) need no special case: the optimum mixes classes inside a row where it must.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from skcce.solvers._kernels import _supports as sp
+from skcce.solvers._kernels._certificate import (
+    _phi,
+    allowed_classes,
+    certificate_on_supports,
+    dual_value,
+    initial_w,
+    log_add,
+    new_responses,
+    objective,
+)
+from skcce.solvers._kernels._linalg import chol_apply, chol_factor, chol_inverse
+
+_INF = np.inf
+_TAU = 0.995  # fraction to the boundary of an interior-point step
+_MU0 = 0.1  # first complementarity of the interior point
+_REG = 1e-8  # primal regularisation of each row's reduced block
+_PRICE_EVERY = 8  # the certificate (and pricing) at least every this many iterations
+_EARLY = 3.0  # the first pricing is at iteration 0 when the warm start's gap >= this x yz
+_DENSE_LAM = 8.0  # lam above this x N: every row starts with every allowed class
+_DENSE_ROWS = 0.5  # one pricing adding classes to more than this share of rows: full supports
+_PRUNE = 0.2  # an entry leaves its row's support when y < this x r and z > r / this, with
+# r = sqrt(the step's complementarity target), while that target is at least _PRUNE_MU and
+# until pricing adds a class after the start
+_PRUNE_MU = 1e-5
+
+#: what the state of an iterate gives the phases: each row's ``x_i = sigma_i'y_i``, the
+#: column sums, the number of rows holding each class, the rows of more than one class
+#: (``multi[:n_multi]``, the only ones that move) and the certificate's column sums
+Iterate = namedtuple("Iterate", ["x", "sums", "held", "multi", "certified_sums"])
+
+#: the Newton system's arrays: the gradient and curvature of the fairness term at the column
+#: sums; ``reduced`` (sum of the rows' eliminated blocks), ``schur`` and its Cholesky factor
+#: ``schur_factor``, its diagonal scaling ``root_curvature`` and right-hand side ``rhs``; the
+#: work arrays of one row's block (``block``, its inverse ``block_inverse``, Cholesky work
+#: arrays, the slopes and classes of the row's non-basic entries); each row's basic entry (its
+#: largest) and the offset of its block inverse in the flat buffer of inverses
+NewtonArrays = namedtuple(
+    "NewtonArrays",
+    [
+        "gradient", "curvature", "reduced", "schur", "schur_factor", "root_curvature", "rhs",
+        "block", "block_inverse", "block_factor", "block_factor_inverse", "slopes",
+        "nonbasic", "basic", "offsets",
+    ],
+)  # fmt: skip
+
+#: the per-entry arrays of a step: the directions ``dy``, ``dz``, Mehrotra's second-order
+#: term ``dy dz``, the entries' terms shared by both directions (``sigma_k / x_i - phi_k`` and
+#: ``1 / y``) and each row's reduced right-hand side between the two sweeps of a direction
+StepArrays = namedtuple(
+    "StepArrays", ["dy", "dz", "second_order", "gradient_terms", "inverse_y", "reduced_rhs"]
+)
+
+
+@njit(cache=True, error_model="numpy")
+def _newton_arrays(N, K):
+    def square():
+        return np.zeros((K, K))
+
+    return NewtonArrays(
+        np.zeros(K), np.zeros(K), square(), np.empty((K, K)), square(), np.empty(K),
+        np.zeros(K), square(), square(), square(), square(), np.empty(K),
+        np.empty(K, dtype=np.int64), np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64),
+    )  # fmt: skip
+
+
+@njit(cache=True, error_model="numpy")
+def _step_arrays(N, W):
+    return StepArrays(
+        np.zeros((N, W)), np.zeros((N, W)), np.zeros((N, W)), np.empty((N, W)),
+        np.empty((N, W)), np.empty((N, W)),
+    )  # fmt: skip
+
+
+@njit(cache=True, error_model="numpy", nogil=True)
+def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
+    """Certified optimum of F by an interior-point method with column generation.
+
+    Parameters
+    ----------
+    sigma : ndarray of shape (N, K)
+        Predictions, rows on the simplex (validated by the caller).
+    u : ndarray of shape (K,)
+        Prior (a distribution).
+    lam : float
+        Fairness weight (> 0).
+    forward : bool
+        ``KL(ybar||u)`` (True) or ``KL(u||ybar)`` (False).
+    Y0 : ndarray of shape (N, K)
+        Warm start (rows on the simplex); its column sums give the first multiplier.
+    tol : float
+        Relative certified gap: stop when ``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``.
+    max_iter : int
+        Interior-point iterations at most.
+
+    Returns
+    -------
+    Y : ndarray of shape (N, K)
+    value : float
+        F(Y).
+    gap : float
+        Certified ``F(Y) - q(w)``.
+    n_iter : int
+    certified : bool
+    n_pass : int
+        Passes of exact best responses over the data (certificates and pricing).
+    """
+    N, K = sigma.shape
+    allowed = allowed_classes(u, forward)
+    supports, price_first = _start(sigma, u, lam, forward, Y0, allowed)
+    state = Iterate(np.empty(N), np.zeros(K), np.zeros(K, dtype=np.int64),
+                    np.empty(N, dtype=np.int64), np.empty(K))  # fmt: skip
+    newton = _newton_arrays(N, K)
+    steps = _step_arrays(N, supports.y.shape[1])
+    inverses = np.zeros(1)  # the rows' block inverses, flat (grown when needed)
+    responses = new_responses(N)
+    best = supports  # the best certified supports so far (a copy; unused while best_value is inf)
+    best_value = best_gap = _INF
+    scale = -1.0  # of the test for a certificate: the last finite F (or a first estimate)
+    n_iter = 0
+    n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
+    grown = False  # pricing added classes after the start: from then on supports only grow
+    while True:
+        n_multi, n_var, yz = _measure(sigma, supports, state)
+        mu = yz / n_var if n_var > 0 else 0.0
+        if not _certificate_due(n_iter, max_iter, price_first, n_var):
+            if scale < 0:
+                scale = _restricted_scale(state, u, lam, forward)
+            due = not yz > tol * scale  # the restricted problem is nearly solved
+        else:
+            due = True
+        if due:
+            F, q = certificate_on_supports(sigma, supports, u, lam, forward, responses,
+                                           state.certified_sums)  # fmt: skip
+            n_pass += 1
+            gap = _INF if F - q != F - q else F - q
+            if math.isfinite(F):
+                scale = max(abs(F), 1.0)
+                if gap <= tol * max(abs(F), 1.0):
+                    return sp.dense(supports, K), F, gap, n_iter, True, n_pass
+                if gap < best_gap:
+                    best_gap, best_value, best = gap, F, sp.copy(supports)
+            if n_iter >= max_iter:
+                break
+            if n_var == 0 or (math.isfinite(gap) and yz <= 0.1 * gap):  # solved, uncertified
+                supports, added = _price(supports, responses, allowed, Y0, mu, gap, n_var)
+                if added == 0 and n_var == 0:
+                    break
+                if added > 0:
+                    grown = grown or n_iter > 0
+                    continue  # recompute the state (no iteration spent)
+        n_iter += 1
+        if steps.dy.shape[1] != supports.y.shape[1]:
+            steps = _step_arrays(N, supports.y.shape[1])
+        ok, inverses = _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton,
+                                      inverses)  # fmt: skip
+        if not ok:
+            break
+        if not _step(sigma, supports, state, n_multi, n_var, mu, newton, inverses, steps, grown):
+            break
+    # the one uncertified exit: the best certified supports so far, or the warm start
+    if best_value == _INF:
+        return Y0.copy(), best_value, best_gap, n_iter, False, n_pass
+    return sp.dense(best, K), best_value, best_gap, n_iter, False, n_pass
+
+
+@njit(cache=True, error_model="numpy")
+def _start(sigma, u, lam, forward, Y0, allowed):
+    """The first supports, at an interior point, and whether the first certificate is due at
+    iteration 0.
+
+    That certificate is for pricing: it adds classes when the gap is large against the
+    start's complementarity (``yz = _MU0`` x its entries). The warm start's own gap predicts
+    that at the cost of one objective; when it is small the certificate (a pass of exact best
+    responses) waits for the next due one."""
+    N, K = sigma.shape
+    s = np.zeros(K)
+    for i in range(N):
+        for k in range(K):
+            s[k] += Y0[i, k]
+    w = initial_w(s, u, lam, N, forward)
+    supports = sp.new_supports(N, K)
+    psi0 = sp.initial_supports(sigma, w, allowed, lam, supports)
+    if lam > _DENSE_LAM * N:  # a strong pull mixes many classes in every row: all of them
+        supports = sp.every_class(supports, allowed)
+    supports = sp.cover_active(sigma, u, supports)
+    sp.interior_start(Y0, supports, _MU0)
+    gap0 = objective(sigma, Y0, u, lam, forward) - dual_value(psi0, w, u, lam, N, forward)
+    n_var0 = 0
+    for i in range(N):
+        if supports.count[i] > 1:
+            n_var0 += supports.count[i]
+    return supports, not gap0 < _EARLY * _MU0 * n_var0  # a NaN gap prices too
+
+
+@njit(cache=True, error_model="numpy")
+def _measure(sigma, supports, state):
+    """The state of the iterate into ``state`` (see :data:`Iterate`); returns ``(n_multi,
+    n_var, yz)``: the rows that move, their entries and the total complementarity."""
+    classes, count, y, z = supports
+    x, s, held, multi, _ = state
+    K = s.shape[0]
+    for k in range(K):
+        s[k] = 0.0
+        held[k] = 0
+    n_var = 0
+    yz = 0.0
+    n_multi = 0
+    for i in range(count.shape[0]):
+        xi = 0.0
+        for q in range(count[i]):
+            k = classes[i, q]
+            xi += sigma[i, k] * y[i, q]
+            s[k] += y[i, q]
+            held[k] += 1
+            if count[i] > 1:
+                yz += y[i, q] * z[i, q]
+        if count[i] > 1:
+            n_var += count[i]
+            multi[n_multi] = i
+            n_multi += 1
+        x[i] = xi
+    return n_multi, n_var, yz
+
+
+@njit(cache=True, error_model="numpy")
+def _certificate_due(n_iter, max_iter, price_first, n_var):
+    """Whether the certificate is due whatever the iterate: every few iterations (for
+    pricing), at iteration 0 when the start asks for it, at the cap, or with nothing left to
+    move. Otherwise it waits until the restricted problem is nearly solved (the driver): it
+    costs a pass over all N x K entries."""
+    scheduled = n_iter % _PRICE_EVERY == 0 and (n_iter > 0 or price_first)
+    return scheduled or n_var == 0 or n_iter >= max_iter
+
+
+@njit(cache=True, error_model="numpy")
+def _restricted_scale(state, u, lam, forward):
+    """``max(|F|, 1)`` of the restricted iterate, the scale of the first test for a
+    certificate (later ones use the last certified F)."""
+    x, s = state.x, state.sums
+    p, acc = 1.0, 0.0
+    for i in range(x.shape[0]):
+        p, acc = log_add(p, acc, x[i])
+    return max(abs(_phi(s, u, lam, x.shape[0], forward) - acc - math.log(p)), 1.0)
+
+
+@njit(cache=True, error_model="numpy")
+def _price(supports, responses, allowed, Y0, mu, gap, n_var):
+    """Pricing at a (nearly) solved restricted problem whose certificate fails: each row's
+    best response joins its support. Returns the supports (widened if needed) and the number
+    of classes added.
+
+    A class priced in late, at a nearly solved restricted problem (``mu`` tiny), would start
+    its row far from the central path: the row is re-centred at a complementarity of
+    ``gap / n_var`` (at most the first one) rather than left at ``mu``."""
+    N = supports.count.shape[0]
+    K = allowed.shape[0]
+    first, second, share = responses
+    mu_new = mu
+    if n_var > 0 and math.isfinite(gap):
+        mu_new = max(mu, min(gap / n_var, _MU0))
+    added = 0
+    classes, count, y, z = supports
+    for i in range(N):
+        for t in range(2):
+            k = first[i] if t == 0 else second[i]
+            if (t == 1 and not share[i] < 1.0) or sp.holds(classes, count, i, k):
+                continue
+            if count[i] == classes.shape[1]:
+                supports = sp.make_room(supports, K)
+                classes, count, y, z = supports
+            sp.add_class(classes, count, y, z, i, k, mu_new)
+            added += 1
+            for q in range(count[i]):
+                z[i, q] = max(z[i, q], mu_new / y[i, q])
+    if added > _DENSE_ROWS * N:
+        # Most rows lacked a class: pricing one class a row per pass would take up to K
+        # passes; every row gets every allowed class at once, and a fresh interior start on
+        # them (centred at the gap's complementarity), since the new classes at the
+        # pricing's small mass start far from the central path.
+        if classes.shape[1] < K:
+            supports = sp.widen(supports, K)
+            classes, count, y, z = supports
+        for i in range(N):
+            for k in range(K):
+                if allowed[k] and not sp.holds(classes, count, i, k):
+                    sp.add_class(classes, count, y, z, i, k, mu)
+                    added += 1
+        sp.interior_start(Y0, supports, mu_new)
+    return supports, added
+
+
+@njit(cache=True, error_model="numpy")
+def _fairness_derivatives(u, lam, forward, s, N, gradient, curvature):
+    """The gradient and curvature (diagonal) of the fairness term at the column sums."""
+    for k in range(s.shape[0]):
+        if u[k] > 0 and s[k] > 0:
+            if forward:
+                gradient[k] = lam / N * (math.log(s[k] / (N * u[k])) + 1.0)
+                curvature[k] = lam / (N * s[k])
+            else:
+                gradient[k] = -lam * u[k] / s[k]
+                curvature[k] = lam * u[k] / (s[k] * s[k])
+        else:
+            gradient[k] = 0.0
+            curvature[k] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton, inverses):
+    """The Newton system with every moving row eliminated onto the column sums (see
+    :func:`_eliminate_rows`) and the Schur complement factored. Returns ``(ok, inverses)``:
+    False when a block or the Schur complement is not positive definite."""
+    K = sigma.shape[1]
+    count, multi, offsets, M = supports.count, state.multi, newton.offsets, newton.reduced
+    _fairness_derivatives(u, lam, forward, state.sums, sigma.shape[0], newton.gradient,
+                          newton.curvature)  # fmt: skip
+    for k in range(K):
+        for j in range(K):
+            M[k, j] = 0.0
+    total = 0
+    for t in range(n_multi):
+        i = multi[t]
+        offsets[i] = total
+        total += (count[i] - 1) * (count[i] - 1)
+    if inverses.shape[0] < total:
+        inverses = np.zeros(total)
+    if not _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
+        return False, inverses
+    return _factor_schur(newton), inverses
+
+
+@njit(cache=True, error_model="numpy")
+def _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
+    """Each moving row's reduced block (its entries less the basic one, its largest, which
+    the row's simplex constraint eliminates) inverted into ``inverses`` (flat, at
+    ``newton.offsets``) and summed onto the column sums in ``newton.reduced``. Returns False
+    when a block is not positive definite."""
+    classes, count, y, z = supports
+    x, multi = state.x, state.multi
+    M, B, G, basic, offsets = (
+        newton.reduced, newton.block, newton.block_inverse, newton.basic, newton.offsets
+    )  # fmt: skip
+    slopes, idx, Lw, Liw = (
+        newton.slopes, newton.nonbasic, newton.block_factor, newton.block_factor_inverse
+    )  # fmt: skip
+    for t in range(n_multi):
+        i = multi[t]
+        m = count[i]
+        rq = 0
+        for q in range(m):
+            if y[i, q] > y[i, rq]:
+                rq = q
+        basic[i] = rq
+        r = classes[i, rq]
+        xi = x[i]
+        dr = z[i, rq] / y[i, rq]
+        n1 = 0
+        for q in range(m):
+            if q == rq:
+                continue
+            idx[n1] = classes[i, q]
+            slopes[n1] = (sigma[i, classes[i, q]] - sigma[i, r]) / xi
+            n1 += 1
+        for p1 in range(n1):
+            for p2 in range(n1):
+                B[p1, p2] = slopes[p1] * slopes[p2] + dr
+            q = p1 if p1 < rq else p1 + 1
+            # (+ _REG: a row whose classes tie has no curvature of its own; as z -> 0 on an
+            # interior optimum its block would become singular)
+            B[p1, p1] += z[i, q] / y[i, q] + _REG
+        if n1 == 1:  # the common small blocks (2 or 3 classes a row) in closed form
+            if not B[0, 0] > 0:
+                return False
+            G[0, 0] = 1.0 / B[0, 0]
+        elif n1 == 2:
+            det = B[0, 0] * B[1, 1] - B[0, 1] * B[0, 1]
+            if not (B[0, 0] > 0 and det > 0):
+                return False
+            idet = 1.0 / det
+            G[0, 0] = B[1, 1] * idet
+            G[1, 1] = B[0, 0] * idet
+            G[0, 1] = -B[0, 1] * idet
+            G[1, 0] = G[0, 1]
+        elif not chol_inverse(B, n1, Lw, Liw, G):
+            return False
+        o = offsets[i]
+        all_sum = 0.0
+        for p1 in range(n1):
+            row_sum = 0.0
+            for p2 in range(n1):
+                g = G[p1, p2]
+                inverses[o + p1 * n1 + p2] = g
+                M[idx[p1], idx[p2]] += g
+                row_sum += g
+            M[idx[p1], r] -= row_sum
+            M[r, idx[p1]] -= row_sum
+            all_sum += row_sum
+        M[r, r] += all_sum
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _factor_schur(newton):
+    """The Cholesky factor of the Schur complement ``I + D^1/2 M D^1/2``, factored once for
+    the predictor and the corrector (slightly regularised if rounding cost its definiteness).
+    Returns False when even that fails."""
+    S, dh, M = newton.schur, newton.root_curvature, newton.reduced
+    K = dh.shape[0]
+    for a in range(K):
+        dh[a] = math.sqrt(newton.curvature[a])
+    for a in range(K):
+        for b in range(K):
+            S[a, b] = dh[a] * M[a, b] * dh[b]
+        S[a, a] += 1.0
+    if chol_factor(S, newton.schur_factor, K):
+        return True
+    big = 0.0
+    for k in range(K):
+        big = max(big, S[k, k])
+    for k in range(K):
+        S[k, k] += 1e-12 * big
+    return chol_factor(S, newton.schur_factor, K)
+
+
+@njit(cache=True, error_model="numpy")
+def _step(sigma, supports, state, n_multi, n_var, mu, newton, inverses, steps, grown):
+    """Mehrotra's step: the affine-scaling predictor, then the centred, second-order
+    corrected direction, taken; then the entries it drove to their bound leave the supports
+    (while pruning lasts). Returns False on a failure (a non-finite direction)."""
+    classes, count, y, z = supports
+    x, multi, gradient = state.x, state.multi, newton.gradient
+    dy, dz, cv, gradient_terms, inverse_y, _ = steps
+    for t in range(n_multi):  # the entries' terms shared by both directions
+        i = multi[t]
+        ix = 1.0 / x[i]
+        for q in range(count[i]):
+            k = classes[i, q]
+            gradient_terms[i, q] = sigma[i, k] * ix - gradient[k]
+            inverse_y[i, q] = 1.0 / y[i, q]
+    ap, ad = _direction(supports, steps, newton, inverses, multi, n_multi, 0.0, 0.0, 1.0)
+    if not ap >= 0:
+        return False
+    mu_aff = 0.0
+    for t in range(n_multi):
+        i = multi[t]
+        for q in range(count[i]):
+            mu_aff += (y[i, q] + ap * dy[i, q]) * (z[i, q] + ad * dz[i, q])
+            cv[i, q] = dy[i, q] * dz[i, q]
+    mu_aff /= n_var
+    centring = min(max((mu_aff / mu) ** 3, 0.0), 1.0) if mu > 0 else 0.0
+    target = centring * mu
+    tau = max(_TAU, 1.0 - mu)
+    ap, ad = _direction(supports, steps, newton, inverses, multi, n_multi, target, 1.0, tau)
+    if not ap >= 0:
+        return False
+    pruning = not grown and target >= _PRUNE_MU
+    root = math.sqrt(max(target, 1e-300))
+    y_low = _PRUNE * root if pruning else -1.0
+    z_high = root / _PRUNE
+    bound = 0
+    for t in range(n_multi):
+        i = multi[t]
+        for q in range(count[i]):
+            y[i, q] += ap * dy[i, q]
+            z[i, q] += ad * dz[i, q]
+            if not y[i, q] > 0:  # rounding at the boundary: stay interior
+                y[i, q] = 1e-300
+            if not z[i, q] > 0:
+                z[i, q] = 1e-300
+            if y[i, q] < y_low and z[i, q] > z_high:
+                bound += 1
+    if bound > 0:
+        sp.prune(supports, multi, n_multi, y_low, z_high, state.held)
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _direction(supports, steps, newton, inverses, multi, n_multi, target, corrected, tau):
+    """One interior-point direction given the rows' block inverses (``inverses``) and the
+    factored Schur complement.
+
+    The complementarity target of entry ``(i, q)`` is ``target - second_order[i, q]``
+    (Mehrotra's second-order term when ``corrected > 0``; a float flag, as a bool constant
+    would make numba compile the function once per value). Writes ``steps.dy``, ``steps.dz``;
+    returns the primal and dual step lengths to ``tau`` of the way to the boundary
+    (``(-1, -1)`` on a failure). Only the rows ``multi[:n_multi]`` move.
+    """
+    classes, count, y, z = supports
+    dyv, dzv, cv, bv, iy, rb = steps
+    basic, goff, idx, c_vec, dh = (
+        newton.basic, newton.offsets, newton.nonbasic, newton.rhs, newton.root_curvature
+    )  # fmt: skip
+    K = c_vec.shape[0]
+    for k in range(K):
+        c_vec[k] = 0.0
+    # sweep 0: c = sum_i P_i' G_i rhs_i (each row's rhs kept in rb)
+    for t in range(n_multi):
+        i = multi[t]
+        m = count[i]
+        rq = basic[i]
+        r = classes[i, rq]
+        tr = target - cv[i, rq] if corrected > 0.0 else target
+        rr = bv[i, rq] + tr * iy[i, rq]
+        n1 = 0
+        for q in range(m):
+            if q == rq:
+                continue
+            idx[n1] = classes[i, q]
+            tk = target - cv[i, q] if corrected > 0.0 else target
+            rb[i, n1] = bv[i, q] + tk * iy[i, q] - rr
+            n1 += 1
+        o = goff[i]
+        tot = 0.0
+        for p1 in range(n1):
+            v = 0.0
+            for p2 in range(n1):
+                v += inverses[o + p1 * n1 + p2] * rb[i, p2]
+            tot += v
+            c_vec[idx[p1]] += v
+        c_vec[r] -= tot
+    for k in range(K):
+        c_vec[k] *= dh[k]
+    chol_apply(newton.schur_factor, c_vec)
+    for k in range(K):
+        c_vec[k] *= dh[k]  # now the step of the column sums' multiplier
+    # sweep 1: back substitution
+    ap = 1.0
+    ad = 1.0
+    for t in range(n_multi):
+        i = multi[t]
+        m = count[i]
+        rq = basic[i]
+        pr = c_vec[classes[i, rq]]
+        o = goff[i]
+        n1 = m - 1
+        for p2 in range(n1):  # the right-hand side with the step (rb is not needed after)
+            rb[i, p2] -= c_vec[classes[i, p2 if p2 < rq else p2 + 1]] - pr
+        tot = 0.0
+        for p1 in range(n1):
+            v = 0.0
+            for p2 in range(n1):
+                v += inverses[o + p1 * n1 + p2] * rb[i, p2]
+            tot += v
+            dyv[i, p1 if p1 < rq else p1 + 1] = v
+        dyv[i, rq] = -tot
+        for q in range(m):
+            dy = dyv[i, q]
+            tk = target - cv[i, q] if corrected > 0.0 else target
+            zq = z[i, q]
+            dz = tk * iy[i, q] - zq - zq * dy * iy[i, q]
+            dzv[i, q] = dz
+            if not (math.isfinite(dy) and math.isfinite(dz)):
+                return -1.0, -1.0
+            if dy < 0:
+                ap = min(ap, -tau * y[i, q] / dy)
+            if dz < 0:
+                ad = min(ad, -tau * zq / dz)
+    return ap, ad

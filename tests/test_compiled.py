@@ -1,0 +1,61 @@
+"""The one backend seam (skcce.solvers._compiled.takes): both paths run explicitly through it,
+agree, and say which one answered."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from skcce.solvers import _compiled, solve_pseudo_labels
+
+
+def _probs(n, k, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(2 * torch.randn(n, k, generator=g, dtype=torch.float64), dim=1)
+
+
+@pytest.mark.parametrize("method", ["newton", "em"])
+@pytest.mark.parametrize("fairness", ["reverse", "forward"])
+def test_torch_and_compiled_paths_agree_and_name_themselves(method, fairness, monkeypatch):
+    if method == "em" and fairness == "forward":
+        pytest.skip("EM is defined for the reverse fairness")
+    P = _probs(120, 6, 0)
+    kw = dict(lam=50.0, fairness=fairness, method=method, tol=1e-9, max_iter=20000)
+    monkeypatch.setattr(_compiled, "takes", lambda *args, **kwargs: True)
+    fast = solve_pseudo_labels(P, **kw)
+    monkeypatch.setattr(_compiled, "takes", lambda *args, **kwargs: False)
+    ref = solve_pseudo_labels(P, **kw)
+    assert (fast.backend, ref.backend) == ("compiled", "torch")
+    assert fast.method == ref.method == method
+    assert fast.converged and ref.converged
+    assert fast.objective == pytest.approx(ref.objective, rel=1e-7, abs=1e-7)
+
+
+def test_the_seam_decides_for_the_stack_and_the_engine(monkeypatch):
+    """solve_stack and the engine's host copy ask the same predicate."""
+    probs = torch.stack([_probs(40, 4, s) for s in range(2)])
+    kw = dict(lam=10.0, prior=None, fairness="reverse", loss="collision", tol=1e-7,
+              max_iter=None)  # fmt: skip
+    assert all(r.backend == "compiled" for r in _compiled.solve_stack(probs, method="newton", **kw))
+    monkeypatch.setattr(_compiled, "takes", lambda *args, **kwargs: False)
+    assert _compiled.solve_stack(probs, method="newton", **kw) is None
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        (dict(), True),
+        (dict(loss="shannon"), False),
+        (dict(method="pgd"), False),
+        (dict(lam=0.0), False),
+        (dict(k=1), False),
+        (dict(dtype=torch.float16), False),
+        (dict(device_type="mps"), False),
+        (dict(requires_grad=True), False),
+    ],
+)
+def test_takes(kwargs, expected, monkeypatch):
+    monkeypatch.setattr(_compiled, "ENABLED", True)
+    args = dict(loss="collision", method="newton") | kwargs
+    loss, method = args.pop("loss"), args.pop("method")
+    assert _compiled.takes(loss, method, **args) is expected
