@@ -84,10 +84,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     ----------
     n_clusters : int or "auto", default=10
         Number of clusters K. ``"auto"``: chosen from the data, among ``n_clusters_range``
-        (one fit per K, each with at least 3 restarts; the K whose kept partition is the
-        most reproducible across restarts and the most confident, see
-        ``n_clusters_scores_``). It costs one fit per K: measured in docs/benchmarks.md
-        (``bench_select_k``).
+        (one fit per K, each with 10 restarts for the linear head and 3 for a deep model
+        with ``n_init="auto"``; the K whose kept partition is the most reproducible across
+        restarts and the most confident, see ``n_clusters_scores_``). It costs one fit per
+        K: measured in docs/benchmarks.md (``bench_select_k``).
     n_clusters_range : tuple of (int, int), default=(2, 20)
         The smallest and largest K that ``n_clusters="auto"`` tries (ignored for an integer
         ``n_clusters``; like ``ngram_range`` and ``feature_range`` elsewhere in scikit-learn,
@@ -671,9 +671,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         X = self._validate_X(X, reset=True)
         rows = np.ascontiguousarray(X.reshape(len(X), -1))  # distinct rows (images) bound K
         n_distinct = len(np.unique(rows.view(np.dtype((np.void, rows[0].nbytes)))))
-        n_samples, images = int(np.shape(X)[0]), np.ndim(X) > 2
         low, high = _n_clusters.check_range(self.n_clusters_range, n_distinct)
-        n_init = _n_clusters.restarts(self.n_init, self.model, self.init, n_samples, images)
+        n_init = _n_clusters.restarts(self.n_init, self.model)
         best, scores, k = None, {}, 1  # a range of K = 1 alone: nothing to search
         if high >= 2:
             best, scores = self._search_k(X, range(max(low, 2), high + 1), n_init)

@@ -80,11 +80,12 @@ def test_choose_takes_the_best_and_says_when_nothing_stands_out():
         assert choose({2: 0.1, 3: 0.05}, 2) == 2
 
 
-def test_restarts_needs_three():
-    assert restarts(5, "linear", "auto", 100, False) == 5
-    assert restarts("auto", "vgg4", "auto", 100, True) == 3  # a deep fit resolves to 1
+def test_restarts_ten_on_the_linear_head_three_on_a_deep_model():
+    assert restarts("auto", "linear") == 10  # also where one fit would run a single restart
+    assert restarts("auto", "vgg4") == 3
+    assert restarts(5, "linear") == 5
     with pytest.raises(ValueError, match="n_init must be >= 3"):
-        restarts(2, "linear", "auto", 100, False)
+        restarts(2, "linear")
 
 
 def test_candidate_path_keeps_the_suffix(tmp_path):
