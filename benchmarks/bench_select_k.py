@@ -14,6 +14,10 @@ diagonal ones above (full ones on 256- and 784-d data are not a practical peer).
 * and, not counted in the hit rates, 2 000 rows of uniform noise in 10-D (no structure: the
   right answer is "none", K = 1 with ``n_clusters_range=(1, ...)``).
 
+``--cost`` also times the whole search on digits (1 797 rows) and the Fashion-MNIST test split
+(10 000 rows), K = 2 .. 20, for ``n_clusters="auto"`` and KMeans + silhouette, one after the
+other in one process with torch's and scikit-learn's default threads (issue 25's cost target).
+
 Records are cached in ``benchmarks/.cache/select_k.json`` (one per set, seed and method), so
 an interrupted run goes on where it stopped; ``--report-only`` rewrites the table from them.
 
@@ -97,6 +101,9 @@ SETS = {
     "cnn-unseen5k": (5, _subsample("cnn-unseen")),
     "uniform10d": (0, _uniform),
 }
+#: The cost rows: the whole data, K = 2 .. 20.
+COST_SETS = {"digits": "digits", "fmnist10k": "fmnist10k"}
+COST_METHODS = ("skcce", "kmeans-silhouette")
 NULL_SETS = {"uniform10d"}
 
 
@@ -159,9 +166,13 @@ def _save(records):
     tmp.replace(CACHE)
 
 
-def measure(name, seed, method):
-    k_true, build = SETS[name]
-    X, y = build(seed)
+def measure(name, seed, method, cost=False):
+    if cost:
+        X, y, _ = data.build(COST_SETS[name], seed)
+        k_true = 10
+    else:
+        k_true, build = SETS[name]
+        X, y = build(seed)
     X = np.asarray(X, dtype=np.float32 if X.shape[1] > 64 else np.float64)
     ks = list(range(2, 2 * (k_true or 5) + 1))
     start = time.perf_counter()
@@ -228,12 +239,33 @@ def _detail(records, names, seeds, methods):
     return lines
 
 
+def _cost_table(records):
+    lines = [
+        "| data (K = 2 .. 20) | n_clusters='auto' (s) | KMeans + silhouette (s) | ratio | "
+        "K chosen (auto / silhouette) |",
+        "|---|---|---|---|---|",
+    ]
+    for name in COST_SETS:
+        ours, peer = (
+            records.get(f"cost|{name}|skcce"),
+            records.get(f"cost|{name}|kmeans-silhouette"),
+        )
+        if ours is None or peer is None:
+            continue
+        lines.append(
+            f"| {name} | {ours['seconds']:.1f} | {peer['seconds']:.1f} "
+            f"| {ours['seconds'] / peer['seconds']:.2f}x | {ours['k']} / {peer['k']} |"
+        )
+    return lines
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--cost", action="store_true", help="time the search on the cost sets")
     parser.add_argument("--redo", action="store_true", help="measure again what is cached")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
@@ -257,6 +289,14 @@ def main(argv=None):
                         flush=True,
                     )
                     _save(records)
+    if args.cost and not args.report_only:
+        for name in COST_SETS:
+            for m in COST_METHODS:
+                if f"cost|{name}|{m}" in records and not args.redo:
+                    continue
+                records[f"cost|{name}|{m}"] = r = measure(name, 0, m, cost=True)
+                print(f"cost {name} {m}: K={r['k']} {r['seconds']:.1f}s", flush=True)
+                _save(records)
     names = [n for n in SETS if any(f"{n}|{s}|skcce" in records for s in args.seeds)]
     body = "\n".join(
         [
@@ -280,6 +320,10 @@ def main(argv=None):
             "Per seed (chosen K, NMI of the final clustering, wall seconds of the search):",
             "",
             *_detail(records, names, args.seeds, METHODS),
+            "",
+            "Cost of the whole search (`--cost`; seed 0, run alone, default threads):",
+            "",
+            *_cost_table(records),
         ]
     )
     return publish("bench_select_k", body, args, echo=True)
