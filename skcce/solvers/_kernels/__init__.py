@@ -28,6 +28,11 @@ The modules, each one job:
 * :mod:`._em`: the paper's EM, certified on the torch path's schedule;
 * :mod:`._entry`: the entries from Python.
 
+Numba counts references to the arrays a compiled function receives (an atomic increment
+and decrement each) and removes the pairs it can prove redundant; a function with several
+exits can defeat that (LLVM merges the exits' decrements). Helpers called once per row or
+per iteration therefore keep one path through them, or take only the arrays they use.
+
 Numba's cache keys a function on its own file: after editing one module, clear the
 ``__pycache__`` of this package (a caller in another module may otherwise load its stale
 compiled code).

@@ -367,7 +367,9 @@ def _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton, inv
         inverses = np.zeros(total)
     if not _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
         return False, inverses
-    return _factor_schur(newton), inverses
+    ok = _factor_schur(newton.curvature, newton.reduced, newton.schur, newton.root_curvature,
+                       newton.schur_factor)  # fmt: skip
+    return ok, inverses
 
 
 @njit(cache=True, error_model="numpy")
@@ -441,26 +443,28 @@ def _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
 
 
 @njit(cache=True, error_model="numpy")
-def _factor_schur(newton):
-    """The Cholesky factor of the Schur complement ``I + D^1/2 M D^1/2``, factored once for
-    the predictor and the corrector (slightly regularised if rounding cost its definiteness).
-    Returns False when even that fails."""
-    S, dh, M = newton.schur, newton.root_curvature, newton.reduced
-    K = dh.shape[0]
+def _factor_schur(curvature, reduced, schur, root_curvature, factor):
+    """The Cholesky factor (into ``factor``) of the Schur complement ``I + D^1/2 M D^1/2``
+    (``M = reduced``, ``D = curvature``), factored once for the predictor and the corrector
+    (slightly regularised if rounding cost its definiteness). Returns False when even that
+    fails. It takes the five arrays it uses rather than :data:`NewtonArrays`: numba counts a
+    reference to every array of a tuple argument, an atomic operation each way per call."""
+    K = root_curvature.shape[0]
     for a in range(K):
-        dh[a] = math.sqrt(newton.curvature[a])
+        root_curvature[a] = math.sqrt(curvature[a])
     for a in range(K):
         for b in range(K):
-            S[a, b] = dh[a] * M[a, b] * dh[b]
-        S[a, a] += 1.0
-    if chol_factor(S, newton.schur_factor, K):
-        return True
-    big = 0.0
-    for k in range(K):
-        big = max(big, S[k, k])
-    for k in range(K):
-        S[k, k] += 1e-12 * big
-    return chol_factor(S, newton.schur_factor, K)
+            schur[a, b] = root_curvature[a] * reduced[a, b] * root_curvature[b]
+        schur[a, a] += 1.0
+    ok = chol_factor(schur, factor, K)
+    if not ok:
+        big = 0.0
+        for k in range(K):
+            big = max(big, schur[k, k])
+        for k in range(K):
+            schur[k, k] += 1e-12 * big
+        ok = chol_factor(schur, factor, K)
+    return ok
 
 
 @njit(cache=True, error_model="numpy")

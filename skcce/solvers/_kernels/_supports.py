@@ -96,10 +96,16 @@ def holds(classes, count, i, k):
 
 @njit(cache=True, error_model="numpy")
 def _put(classes, count, i, k):
-    """Append class k to row i's support unless it is there (the caller made room)."""
-    if not holds(classes, count, i, k):
-        classes[i, count[i]] = k
-        count[i] += 1
+    """Append class k to row i's support unless it is there (the caller made room).
+
+    Branch-free (a select writes back the entry already there when ``k`` is held): with one
+    path through the function numba's reference counts on the arrays cancel, where two exits
+    would leave an atomic increment and decrement in every caller's loop."""
+    c = count[i]
+    found = holds(classes, count, i, k)
+    at = min(c, classes.shape[1] - 1)
+    classes[i, at] = classes[i, at] if found else k
+    count[i] = c if found else c + 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -204,6 +210,11 @@ def cover_active(sigma, u, supports):
     for i in range(N):
         for q in range(count[i]):
             covered[classes[i, q]] = True
+    uncovered = 0
+    for k in range(K):
+        uncovered += u[k] > 0 and not covered[k]
+    if uncovered == 0:  # the usual case: no loop that may replace (and so count) the arrays
+        return supports
     for k in range(K):
         if u[k] > 0 and not covered[k]:
             best = 0
