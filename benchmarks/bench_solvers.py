@@ -98,9 +98,7 @@ class _CountCalls:
 
 def run_skcce(P, lam, method, repeat, max_iter=None, compiled=True):
     best, out, passes = np.inf, None, None
-    old = _compiled.ENABLED
-    _compiled.ENABLED = compiled
-    try:
+    with _compiled.using(compiled):
         for _ in range(repeat):
             with _CountCalls() as cc:
                 t = time.perf_counter()
@@ -109,8 +107,6 @@ def run_skcce(P, lam, method, repeat, max_iter=None, compiled=True):
             if dt < best:
                 best, out = dt, res
                 passes = cc.calls if res.method == "newton" and cc.calls else res.n_iter
-    finally:
-        _compiled.ENABLED = old
     return best, out, passes
 
 

@@ -59,3 +59,24 @@ def test_takes(kwargs, expected, monkeypatch):
     args = dict(loss="collision", method="newton") | kwargs
     loss, method = args.pop("loss"), args.pop("method")
     assert _compiled.takes(loss, method, **args) is expected
+
+
+def test_takes_the_losss_own_passes(monkeypatch):
+    """``method=None`` asks about the compiled passes that serve every method (the batched
+    restarts' fused loss and gradient): the collision loss only, and only while enabled."""
+    monkeypatch.setattr(_compiled, "ENABLED", True)
+    assert _compiled.takes("collision", None)
+    assert not _compiled.takes("shannon", None)
+    monkeypatch.setattr(_compiled, "ENABLED", False)
+    assert not _compiled.takes("collision", None)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_using_sets_the_switch_for_a_block(compiled, monkeypatch):
+    monkeypatch.setattr(_compiled, "ENABLED", not compiled)
+    with _compiled.using(compiled):
+        assert _compiled.takes("collision", "newton") is compiled
+    assert _compiled.ENABLED is (not compiled)  # restored
+    with pytest.raises(RuntimeError), _compiled.using(compiled):
+        raise RuntimeError
+    assert _compiled.ENABLED is (not compiled)  # restored after an error too

@@ -155,12 +155,10 @@ class _Batched:
         """The compiled loss-and-gradient pass (:mod:`skcce._engine._fused`) for the
         collision loss on the CPU, or None (the torch reference then runs)."""
         cfg = self.cfg
-        if cfg.loss != "collision" or cfg.device.type != "cpu" or not _compiled.ENABLED:
+        if cfg.device.type != "cpu" or not _compiled.takes(cfg.loss, None):
             return None
-        try:
-            from skcce._engine._fused import collision_step
-        except ImportError:  # numba missing or broken
-            return None
+        from skcce._engine._fused import collision_step  # numba: imported on first use
+
         k = cfg.n_clusters
         uniform = np.full(k, 1.0 / k)
 

@@ -10,7 +10,8 @@ does not certify, goes to the torch path, which stays the reference. A result sa
 answered (``PseudoLabelResult.backend``).
 
 The switch: the environment variable ``SKCCE_SOLVER`` (read at import) is ``"compiled"`` (use
-the kernels where they apply) or ``"torch"`` (never); unset, :data:`DEFAULT` decides.
+the kernels where they apply) or ``"torch"`` (never); unset, :data:`DEFAULT` decides. Within a
+process, :func:`using` sets it for a block (the benchmarks that compare the two paths).
 
 CUDA problems are solved on the host by the same kernels, with one copy each way
 (:mod:`skcce.solvers._transfer`); ``SKCCE_SOLVER=torch`` keeps them on the device (the torch
@@ -19,6 +20,7 @@ walk, which reads the host inside its iterations). :data:`ENABLED` is the resolv
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 
@@ -44,17 +46,40 @@ def takes(loss, method, *, device_type="cpu", dtype=torch.float64, lam=1.0, k=2,
     """Whether the compiled kernels solve a problem of this loss and resolved method, on
     this device type and dtype, with this ``lam`` and number of classes (the torch path
     solves the rest). The engine asks it before it builds a batch's problem: on CUDA it then
-    builds it on the host (see :mod:`skcce.solvers._transfer`)."""
+    builds it on the host (see :mod:`skcce.solvers._transfer`). ``method=None`` asks about
+    the loss's compiled passes that serve every method (the batched restarts' fused loss and
+    gradient, :mod:`skcce._engine._fused`)."""
     return (
         ENABLED
         and loss == "collision"
-        and method in _DEFAULT_MAX_ITER
+        and (method is None or method in _DEFAULT_MAX_ITER)
         and device_type in ("cpu", "cuda")
         and dtype in (torch.float32, torch.float64)
         and lam > 0
         and k >= 2
         and not requires_grad
     )
+
+
+@contextlib.contextmanager
+def using(compiled):
+    """Within the block, the compiled path is used where it applies (``compiled`` true) or
+    never (false), as ``SKCCE_SOLVER=compiled`` or ``torch`` would say for the process.
+
+    Examples
+    --------
+    >>> from skcce.solvers import _compiled
+    >>> with _compiled.using(False):
+    ...     _compiled.takes("collision", "newton")
+    False
+    """
+    global ENABLED
+    before = ENABLED
+    ENABLED = bool(compiled)
+    try:
+        yield
+    finally:
+        ENABLED = before
 
 
 def _result(labels, value, gap, n_iter, method):
