@@ -1,7 +1,15 @@
 """Data and settings shared by several test modules (import as ``from _helpers import ...``)."""
 
+import itertools
+import math
+
 import numpy as np
+import torch
+from hypothesis import strategies as st
 from sklearn.datasets import make_blobs
+
+from skcce.losses import pseudo_label_objective
+from skcce.solvers import solve_pseudo_labels
 
 #: float32's unit roundoff, 2**-24
 U32 = float(np.finfo(np.float32).eps) / 2
@@ -87,3 +95,142 @@ def count_default_augmentation(monkeypatch, views):
         return counted
 
     monkeypatch.setattr(skcce.models, "default_augmentation", counting)
+
+
+# ----- the pseudo-label solvers (tests/test_solvers.py, tests/test_kernels.py) ----------------
+#: every (loss, fairness, method) the solvers take
+COMBOS = [
+    (loss, fair, method)
+    for loss, fair, method in itertools.product(
+        ("collision", "shannon", "reverse"), ("reverse", "forward"), ("newton", "em", "pgd")
+    )
+    if not (method == "em" and fair == "forward") and not (method == "newton" and loss == "shannon")
+]
+
+
+def cvx_optimum(probs, lam, fairness="reverse", prior=None, loss="collision"):
+    """F* by cvxpy + Clarabel (exponential cone), same summed-rows convention as skcce."""
+    import cvxpy as cp  # a test-only dependency (the callers skip without it)
+
+    P = np.asarray(probs, dtype=np.float64)
+    n, k = P.shape
+    u = np.full(k, 1.0 / k) if prior is None else np.asarray(prior, dtype=np.float64)
+    Y = cp.Variable((n, k), nonneg=True)
+    cons = [cp.sum(Y, axis=1) == 1]
+    if loss == "collision":
+        rows = -cp.sum(cp.log(cp.sum(cp.multiply(P, Y), axis=1)))
+    elif loss == "shannon":
+        pos = P > 0
+        rows = cp.sum(cp.multiply(np.where(pos, -np.log(np.where(pos, P, 1)), 0), Y))
+        if (~pos).any():
+            cons.append(cp.multiply((~pos).astype(float), Y) == 0)
+    else:
+        r, c = np.nonzero(P > 0)
+        rows = -cp.sum(cp.multiply(P[r, c], cp.log(Y[r, c])))
+    ybar = cp.sum(Y, axis=0) / n
+    act = np.nonzero(u > 0)[0]
+    if fairness == "reverse":
+        fair = -cp.sum(cp.multiply(u[act], cp.log(ybar[act])))
+    else:
+        fair = cp.sum(cp.rel_entr(ybar[act], u[act]))
+        if act.size < k:
+            cons.append(Y[:, np.nonzero(u == 0)[0]] == 0)
+    if _infinite_optimum(P, u, fairness, loss):
+        return math.inf
+    problem = cp.Problem(cp.Minimize(rows + lam * fair), cons)
+    problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert problem.status in ("optimal", "optimal_inaccurate"), problem.status
+    # Evaluate F at the reference's labels (rows clipped and renormalised onto the simplex):
+    # the solver's own value suffers from cancellation in lam * KL at large lam.
+    Yr = np.clip(Y.value, 0, None)
+    if loss == "shannon":
+        Yr[P == 0] = 0
+    if fairness == "forward":
+        Yr[:, u == 0] = 0
+    Yr /= Yr.sum(axis=1, keepdims=True)
+    prior_t = torch.as_tensor(u, dtype=torch.float64)
+    value = pseudo_label_objective(
+        torch.as_tensor(Yr), torch.as_tensor(P), lam=lam, fairness=fairness, prior=prior_t,
+        loss=loss,
+    )  # fmt: skip
+    return float(value)
+
+
+def _infinite_optimum(P, u, fairness, loss):
+    """Instances where every feasible Y has F = +inf (skipped in agreement tests)."""
+    if fairness == "forward" and loss == "reverse":  # y_k = 0 forced where sigma_k > 0
+        return bool((P[:, u == 0] > 0).any())
+    if fairness == "forward" and loss == "shannon":  # a row with no allowed class
+        return bool(((P > 0) & (u > 0)).sum(axis=1).min() == 0)
+    if fairness == "reverse" and loss == "shannon":  # an active class nobody may take
+        return bool(((P > 0).sum(axis=0) == 0)[u > 0].any())
+    return False
+
+
+def check_result(res, probs, tol):
+    """A valid solver result: labels of the input's shape and dtype on the simplex, no NaN,
+    and a certificate that holds whenever ``converged`` claims it."""
+    Y = res.labels
+    assert Y.shape == probs.shape
+    assert Y.dtype == probs.dtype
+    assert bool(torch.isfinite(Y).all())
+    assert bool((Y >= 0).all())
+    row_tol = 1e-5 if Y.dtype == torch.float32 else 1e-10
+    assert float((Y.sum(dim=1) - 1).abs().max()) <= row_tol
+    assert not math.isnan(res.objective) and not math.isnan(res.gap)
+    if res.converged:
+        assert math.isfinite(res.objective)
+        assert res.gap <= tol * max(abs(res.objective), 1.0) * (1 + 1e-9)
+
+
+@st.composite
+def problems(draw):
+    """A small pseudo-label problem of any valid kind: ``(P, lam, prior, loss, fairness,
+    method)`` (ties, exact zeros, zero priors, tiny and huge ``lam``, float32 and float64)."""
+    n = draw(st.integers(1, 7))
+    k = draw(st.integers(1, 5))
+    scale = draw(st.sampled_from([0.0, 1.0, 5.0, 40.0]))
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    P = torch.softmax(scale * torch.randn(n, k, generator=g, dtype=torch.float64), dim=1)
+    if draw(st.booleans()):  # exact zeros (keep at least the row maximum)
+        keep = (torch.rand(n, k, generator=g, dtype=torch.float64) < 0.5) | (
+            P == P.amax(1, keepdim=True)
+        )
+        P = torch.where(keep, P, 0)
+        P = P / P.sum(dim=1, keepdim=True)
+    if draw(st.booleans()) and k >= 2:  # ties at sigma_max
+        P[:, 1] = P[:, 0] = P[:, :2].amax(dim=1)
+        P = P / P.sum(dim=1, keepdim=True)
+    lam = draw(st.sampled_from([1e-8, 0.5, 10.0, 100.0, 1e6]))
+    prior = None
+    if draw(st.booleans()):
+        u = torch.rand(k, generator=g, dtype=torch.float64)
+        if k >= 2 and draw(st.booleans()):
+            u[draw(st.integers(0, k - 1))] = 0.0
+        prior = (u / u.sum()) if float(u.sum()) > 0 else None
+    loss, fair, method = draw(st.sampled_from(COMBOS + [(None, None, "auto")]))
+    if method == "auto":
+        loss = draw(st.sampled_from(["collision", "shannon", "reverse"]))
+        fair = draw(st.sampled_from(["reverse", "forward"]))
+    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
+    return P.to(dtype), lam, prior, loss, fair, method
+
+
+def check_valid_output(case):
+    """The solvers' property on one draw of :func:`problems`: a valid, finite result."""
+    P, lam, prior, loss, fair, method = case
+    # a cap for every method (newton's PGD fallback included): the property is a valid output,
+    # and degenerate draws (tiny N, ties, huge lam) would otherwise run 20000 PGD iterations
+    max_iter = 200
+    res = solve_pseudo_labels(
+        P, lam=lam, prior=prior, loss=loss, fairness=fair, method=method, max_iter=max_iter
+    )
+    tol = 1e-5 if P.dtype == torch.float32 else 1e-7
+    check_result(res, P, tol)
+    if res.converged:
+        value = pseudo_label_objective(
+            res.labels.double(), P.double(), lam=lam, fairness=fair, prior=prior if prior is None
+            else torch.as_tensor(prior, dtype=torch.float64), loss=loss,
+        )  # fmt: skip
+        assert math.isfinite(float(value))

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _helpers import check_valid_output, cvx_optimum, problems
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -355,8 +356,6 @@ CONIC = [("ties", 100.0, "reverse"), ("zeros", 1e4, "reverse"), ("k2_ties", 1.0,
 @pytest.mark.parametrize(("name", "lam", "fairness"), CONIC)
 def test_agrees_with_conic_solver(name, lam, fairness):
     pytest.importorskip("cvxpy")
-    from test_solvers import cvx_optimum
-
     P = HARD[name](2)
     # tol 1e-7 at lam = 1e4: the dual's terms are of order lam, 1e-8 is below working precision
     res = solve_pseudo_labels(P, lam=lam, fairness=fairness, tol=1e-8 if lam < 1e4 else 1e-7)
@@ -376,12 +375,10 @@ def test_agrees_with_conic_solver(name, lam, fairness):
 )
 @given(st.data())
 def test_torch_reference_property_still_holds(data):
-    from test_solvers import problems, test_valid_output_for_any_valid_input
-
     case = data.draw(problems())
     with pytest.MonkeyPatch.context() as mp:
         _torch_path(mp)
-        test_valid_output_for_any_valid_input.hypothesis.inner_test(case)
+        check_valid_output(case)
 
 
 @settings(
@@ -395,8 +392,6 @@ def test_compiled_path_certifies_every_valid_collision_input(data):
     labels, no NaN, and a certificate that holds whenever it is claimed. (Draws it does not
     certify, e.g. a single row whose classes all tie, go to the torch path in
     solve_pseudo_labels: tests/test_solvers.py checks that path on the same strategy.)"""
-    from test_solvers import problems
-
     P, lam, prior, _, fair, _ = data.draw(problems())
     if lam <= 0 or P.shape[1] < 2:
         return
