@@ -557,9 +557,7 @@ def _direction(supports, steps, newton, inverses, multi, n_multi, target, correc
         o = goff[i]
         tot = 0.0
         for p1 in range(n1):
-            v = 0.0
-            for p2 in range(n1):
-                v += inverses[o + p1 * n1 + p2] * rb[i, p2]
+            v = _block_row_dot(inverses, o + p1 * n1, rb, i, n1)
             tot += v
             c_vec[idx[p1]] += v
         c_vec[r] -= tot
@@ -582,9 +580,7 @@ def _direction(supports, steps, newton, inverses, multi, n_multi, target, correc
             rb[i, p2] -= c_vec[classes[i, p2 if p2 < rq else p2 + 1]] - pr
         tot = 0.0
         for p1 in range(n1):
-            v = 0.0
-            for p2 in range(n1):
-                v += inverses[o + p1 * n1 + p2] * rb[i, p2]
+            v = _block_row_dot(inverses, o + p1 * n1, rb, i, n1)
             tot += v
             dyv[i, p1 if p1 < rq else p1 + 1] = v
         dyv[i, rq] = -tot
@@ -601,3 +597,14 @@ def _direction(supports, steps, newton, inverses, multi, n_multi, target, correc
             if dz < 0:
                 ad = min(ad, -tau * zq / dz)
     return ap, ad
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _block_row_dot(inverses, start, rb, i, n1):
+    """Row ``p1`` of row ``i``'s block inverse (``n1 x n1``, stored row-major at ``start =
+    offset + p1 * n1`` of ``inverses``) times the right-hand side ``rb[i, :n1]``: both sweeps
+    of :func:`_direction` apply the block inverse this way."""
+    v = 0.0
+    for p2 in range(n1):
+        v += inverses[start + p2] * rb[i, p2]
+    return v

@@ -62,22 +62,33 @@ def _br_candidate(sigma, i, ew, wm, allowed):
                 jr = k
     inv = 1.0 / sb
     if jr >= 0 and inv + rr > 0.0:  # h increases to the right of b
-        xs = -1.0 / rr
-        sj = sigma[i, jr]
-        yj = (xs - sb) / (sj - sb)
-        yj = min(max(yj, 0.0), 1.0)
-        yb = 1.0 - yj
-        x = yb * sb + yj * sj
-        return b, jr, yb, x, yb * wb + yj * wm[jr]
+        return _edge_point(sigma, i, wm, b, jr, rr)
     if jl >= 0 and inv + rl < 0.0:  # h decreases to the left of b: the maximum is left
-        xs = -1.0 / rl
-        sj = sigma[i, jl]
-        yb = (xs - sj) / (sb - sj)
-        yb = min(max(yb, 0.0), 1.0)
-        yj = 1.0 - yb
-        x = yb * sb + yj * sj
-        return b, jl, yb, x, yb * wb + yj * wm[jl]
+        return _edge_point(sigma, i, wm, b, jl, rl)
     return b, b, 1.0, sb, wb
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _edge_point(sigma, i, wm, b, j, slope):
+    """The stationary point ``x = -1/slope`` of ``h`` on the segment from vertex ``b`` to
+    ``j``, as ``(b, j, yb, x, lin)`` (see :func:`_br_candidate`).
+
+    The weight of the segment's end with the larger ``s`` is computed, clipped to [0, 1], and
+    the other end gets the rest (the same rounding on either side of ``b``); the side is
+    chosen by selects rather than branches, so that the helper keeps one path (see the
+    package docstring).
+    """
+    sb = sigma[i, b]
+    sj = sigma[i, j]
+    right = sj > sb
+    lo = sb if right else sj
+    hi = sj if right else sb
+    xs = -1.0 / slope
+    t = min(max((xs - lo) / (hi - lo), 0.0), 1.0)  # the weight of the end with larger s
+    yb = 1.0 - t if right else t
+    yj = t if right else 1.0 - t
+    x = yb * sb + yj * sj
+    return b, j, yb, x, yb * wm[b] + yj * wm[j]
 
 
 @njit(cache=True, error_model="numpy", inline="always")
