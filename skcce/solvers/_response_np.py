@@ -14,6 +14,11 @@ class ``a`` in the support. Rows that fail the check retry with every pair of cl
 ``_ALL_PAIRS_MAX_K``); any still failing are solved by the general envelope walk of
 :mod:`skcce.solvers._duality`. The result is therefore exact; this path only saves
 PyTorch's per-operation overhead, which dominates at mini-batch sizes (N = 250, K = 10).
+
+The compiled best response (:mod:`skcce.solvers._kernels._rows`) solves the same rows, but it
+is not used here: it computes in float64 only (this path keeps the problem's dtype, float32
+included) and rounds the edge weights differently (about a third of the rows of a random
+250 x 10 problem differ in the last bits), so the torch Newton path's results would change.
 """
 
 from __future__ import annotations
