@@ -1,4 +1,5 @@
-"""Lazy public names of a package (PEP 562), so that importing it does not import torch."""
+"""Lazy imports: the public names of a package (PEP 562), so that importing it does not import
+torch, and the modules of an optional extra, imported where they are first needed."""
 
 from __future__ import annotations
 
@@ -42,3 +43,33 @@ def attach(namespace: dict, names: dict[str, str]):
         return sorted(set(namespace) | set(names))
 
     return __getattr__, __dir__
+
+
+def import_extra(module: str, message: str):
+    """Import ``module`` of an optional extra, or raise an ImportError with ``message``.
+
+    Parameters
+    ----------
+    module : str
+        The dotted module name (``"torchvision.transforms.v2"``).
+    message : str
+        What needs the module and how to install it (the ``pip install skcce[...]`` line).
+
+    Returns
+    -------
+    module : module
+
+    Raises
+    ------
+    ImportError
+        With ``message``, chained to the original error, when the module cannot be imported.
+
+    Examples
+    --------
+    >>> import_extra("math", "math is in the standard library").sqrt(4.0)
+    2.0
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(message) from exc

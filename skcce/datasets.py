@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from skcce._lazy import import_extra
+
 __all__ = [
     "CIFAR100_COARSE_OF_FINE",
     "DATASET_NAMES",
@@ -110,14 +112,11 @@ def get_data_home(root: str | os.PathLike | None = None) -> Path:
 
 
 def _import_torchvision_datasets():
-    try:
-        from torchvision import datasets
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "download=True fetches datasets with torchvision; install it with "
-            "`pip install skcce[vision]`, or place the files yourself."
-        ) from exc
-    return datasets
+    return import_extra(
+        "torchvision.datasets",
+        "download=True fetches datasets with torchvision; install it with "
+        "`pip install skcce[vision]`, or place the files yourself.",
+    )
 
 
 _IDX_DTYPES = {

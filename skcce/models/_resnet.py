@@ -8,6 +8,8 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from skcce._lazy import import_extra
+
 from ._groups import HeadBackbone
 from ._init import forked_rng, init_linear_
 
@@ -18,14 +20,11 @@ _HEAD_PREFIXES = ("fc.", "head.", "classifier.")
 
 
 def _import_timm():
-    try:
-        import timm
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "The 'resnet18' model needs timm and torchvision; install them with "
-            "`pip install skcce[vision]`."
-        ) from exc
-    return timm
+    return import_extra(
+        "timm",
+        "The 'resnet18' model needs timm and torchvision; install them with "
+        "`pip install skcce[vision]`.",
+    )
 
 
 def _as_state_dict(weights) -> dict[str, torch.Tensor]:

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import torch
 
+from skcce._lazy import import_extra
+
 from ._init import forked_rng
 
 __all__ = ["Augmentation", "default_augmentation"]
 
 
 def _import_v2():
-    try:
-        from torchvision.transforms import v2
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "Image augmentation needs torchvision; install it with `pip install skcce[vision]`."
-        ) from exc
-    return v2
+    return import_extra(
+        "torchvision.transforms.v2",
+        "Image augmentation needs torchvision; install it with `pip install skcce[vision]`.",
+    )
 
 
 class Augmentation:
