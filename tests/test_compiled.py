@@ -80,3 +80,28 @@ def test_using_sets_the_switch_for_a_block(compiled, monkeypatch):
     with pytest.raises(RuntimeError), _compiled.using(compiled):
         raise RuntimeError
     assert _compiled.ENABLED is (not compiled)  # restored after an error too
+
+
+def test_a_stack_of_one_reaches_the_kernels_with_writable_arrays():
+    """A stack of one (the default fit's single restart) passes the kernels the array types
+    of any other stack: a read-only prior row (a broadcast view) would make numba compile
+    every kernel again, about 15 s on a fresh cache (bench_coldstart's first fit)."""
+    import numpy as np
+    from numba.core import types
+
+    from skcce._engine._fused import _collision_step, collision_step
+    from skcce.solvers import _kernels as kn
+
+    probs = torch.softmax(torch.randn(1, 30, 4, dtype=torch.float64), dim=-1)
+    for prior in (None, torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)):
+        out = _compiled.solve_stack(
+            probs, lam=10.0, prior=prior, fairness="reverse", loss="collision",
+            method="newton", tol=1e-6, max_iter=100,
+        )  # fmt: skip
+        assert out[0] is not None
+    logits = np.zeros((1, 4, 3), dtype=np.float32)
+    sigma = np.full((1, 4, 3), 0.25, dtype=np.float32)
+    collision_step(logits, sigma, np.full((1, 3, 4), 0.25), np.full(4, 0.25), "reverse", 1.0)
+    for kernel in (kn.ipm_solve_into, _collision_step):
+        for sig in kernel.signatures:
+            assert all(t.mutable for t in sig if isinstance(t, types.Array)), sig

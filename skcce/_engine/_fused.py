@@ -102,7 +102,9 @@ def collision_step(logits, sigma, labels, prior, fairness, fairness_weight):
     R, K, B = logits.shape
     grad = np.empty((R, K, B), dtype=np.float32)
     values, fair = np.empty(R), np.empty(R)
-    u = np.ascontiguousarray(np.broadcast_to(np.asarray(prior, np.float64), (R, K)))
+    # a new writable array, whatever R: ascontiguousarray would return the read-only
+    # broadcast view when R = 1 (a second compiled signature of the step)
+    u = np.array(np.broadcast_to(np.asarray(prior, np.float64), (R, K)))
     _collision_step(
         logits, sigma, labels, u, fairness == "forward", float(fairness_weight), grad,
         values, fair,

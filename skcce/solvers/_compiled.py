@@ -181,7 +181,10 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     from skcce.solvers import _kernels as kn
 
     u = np.full(k, 1.0 / k) if prior is None else prior.detach().double().cpu().numpy()
-    u = np.ascontiguousarray(np.broadcast_to(u, (len(probs), k)))  # one row per problem
+    # one row per problem, in a new writable array: for a stack of one, ascontiguousarray
+    # would return the read-only broadcast view itself, a second array type for the kernels
+    # (numba compiles every kernel again for it, about 15 s on a fresh cache)
+    u = np.array(np.broadcast_to(u, (len(probs), k)))
     cap = _DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
     if method == "newton":
         return _newton_stack(kn, np.ascontiguousarray(probs.numpy()), u, lam, fairness, tol,
