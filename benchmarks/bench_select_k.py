@@ -313,8 +313,8 @@ def main(argv=None):
         [
             "## Choosing the number of clusters (`benchmarks/bench_select_k.py`)",
             "",
-            f"Measured {datetime.date.today()} by `python benchmarks/bench_select_k.py` "
-            f"(seeds {args.seeds}); every method searches K = 2 .. 2 K_true; "
+            f"Measured {datetime.date.today()} by `python benchmarks/bench_select_k.py` and "
+            f"`--cost` (seeds {args.seeds}); every method searches K = 2 .. 2 K_true; "
             "CCEClustering with `n_clusters='auto'` and every other parameter at its default. "
             "Hit rates count the sets with a true K (not the uniform noise).",
             "",
