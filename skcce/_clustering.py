@@ -762,6 +762,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.augment_ = settings["augment"]
         self.n_init_ = int(plan.n_init)
         self.n_clusters_ = int(self.n_clusters)
+        self.__dict__.pop("n_clusters_scores_", None)  # an earlier "auto" fit's curve
         diverged = list(restarts.diverged)
         if diverged:
             warn(

@@ -117,7 +117,9 @@ def test_auto_result_is_the_chosen_k_fit(auto_fit, blobs4):
 
 def test_integer_n_clusters_sets_n_clusters_only(blobs4):
     X, _ = blobs4
-    est = CCEClustering(n_clusters=3, n_init=1, max_epochs=2, random_state=0).fit(X)
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 3), random_state=0).fit(X)
+    assert hasattr(est, "n_clusters_scores_")
+    est.set_params(n_clusters=3, n_init=1, max_epochs=2).fit(X)  # no stale curve after
     assert est.n_clusters_ == 3
     assert not hasattr(est, "n_clusters_scores_")
 
