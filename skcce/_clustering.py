@@ -33,6 +33,7 @@ from skcce._engine._train import FitInterruptedWarning, TrainConfig
 from skcce._warn import warn
 from skcce.metrics import mutual_information
 from skcce.models import _defaults
+from skcce.models._kmeans_init import n_distinct_rows
 from skcce.solvers import METHODS as SOLVER_METHODS
 from skcce.solvers import resolve_method
 
@@ -669,9 +670,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 "of clusters (use init='auto', 'kmeans' or 'random', or an integer n_clusters)"
             )
         X = self._validate_X(X, reset=True)
-        rows = np.ascontiguousarray(X.reshape(len(X), -1))  # distinct rows (images) bound K
-        n_distinct = len(np.unique(rows.view(np.dtype((np.void, rows[0].nbytes)))))
-        low, high = _n_clusters.check_range(self.n_clusters_range, n_distinct)
+        rows = X.reshape(len(X), -1)  # distinct rows (images) bound K
+
+        def count_distinct(stop):
+            return n_distinct_rows(rows, stop)
+
+        low, high = _n_clusters.check_range(self.n_clusters_range, count_distinct)
         n_init = _n_clusters.restarts(self.n_init, self.model)
         best, scores, k = None, {}, 1  # a range of K = 1 alone: nothing to search
         if high >= 2:

@@ -52,9 +52,13 @@ class NoStructureWarning(UserWarning):
     """``n_clusters="auto"`` found no number of clusters that stands out."""
 
 
-def check_range(n_clusters_range, n_distinct: int) -> tuple[int, int]:
-    """The validated ``(low, high)`` of ``n_clusters_range`` for data with ``n_distinct``
-    distinct samples (``high`` is clipped to ``n_distinct``).
+def check_range(n_clusters_range, count_distinct) -> tuple[int, int]:
+    """The validated ``(low, high)`` of ``n_clusters_range``, ``high`` clipped to the number
+    of distinct samples.
+
+    ``count_distinct(stop)`` counts the data's distinct samples up to ``stop`` (the upper
+    bound: more do not matter), e.g.
+    :func:`skcce.models._kmeans_init.n_distinct_rows`.
 
     Raises
     ------
@@ -64,7 +68,7 @@ def check_range(n_clusters_range, n_distinct: int) -> tuple[int, int]:
 
     Examples
     --------
-    >>> check_range((2, 20), 10)
+    >>> check_range((2, 20), lambda stop: min(10, stop))
     (2, 10)
     """
     try:
@@ -82,6 +86,7 @@ def check_range(n_clusters_range, n_distinct: int) -> tuple[int, int]:
         raise ValueError(
             f"n_clusters_range={n_clusters_range!r}: the lower bound exceeds the upper bound"
         )
+    n_distinct = count_distinct(high)
     if low > n_distinct:
         raise ValueError(
             f"n_clusters_range={n_clusters_range!r}: the lower bound exceeds the number of "
@@ -165,7 +170,7 @@ def candidate_path(checkpoint, k: int):
 def score_of(fitted) -> float:
     """:func:`criterion` of a fitted candidate (its restarts' agreement, its training mutual
     information ``train_score_`` and its smallest cluster)."""
-    k = len(fitted.prior_)
+    k = fitted.n_clusters_
     counts = np.bincount(fitted.labels_, minlength=k)
     return criterion(
         float(np.max(fitted.restart_agreement_)),
