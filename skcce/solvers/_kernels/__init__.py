@@ -33,6 +33,11 @@ and decrement each) and removes the pairs it can prove redundant; a function wit
 exits can defeat that (LLVM merges the exits' decrements). Helpers called once per row or
 per iteration therefore keep one path through them, or take only the arrays they use.
 
+A variable first assigned a constant (``n = 0``, ``done = False``) and later passed to another
+kernel is created typed (``np.int64(0)``, ``np.bool_(False)``): numba's type inference sees the
+constant's literal type first, and compiles (and caches) the callee once more for it, a
+wasted compile of that callee and everything it calls.
+
 Numba's cache keys a function on its own file: after editing one module, clear the
 ``__pycache__`` of this package (a caller in another module may otherwise load its stale
 compiled code).

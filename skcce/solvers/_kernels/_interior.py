@@ -157,9 +157,10 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
     best = supports  # the best certified supports so far (a copy; unused while best_value is inf)
     best_value = best_gap = _INF
     scale = -1.0  # of the test for a certificate: the last finite F (or a first estimate)
-    n_iter = 0
+    n_iter = np.int64(0)  # typed, not Literal[int](0): see the package docstring
     n_pass = 1  # passes of exact best responses over the data (certificates, pricing)
-    grown = False  # pricing added classes after the start: from then on supports only grow
+    # pricing added classes after the start: from then on supports only grow (typed, as n_iter)
+    grown = np.bool_(False)
     while True:
         n_multi, n_var, yz = _measure(sigma, supports, state)
         mu = yz / n_var if n_var > 0 else 0.0
@@ -397,7 +398,7 @@ def _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
         r = classes[i, rq]
         xi = x[i]
         dr = z[i, rq] / y[i, rq]
-        n1 = 0
+        n1 = np.int64(0)  # typed, as in ipm_solve
         for q in range(m):
             if q == rq:
                 continue

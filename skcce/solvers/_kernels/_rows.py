@@ -31,7 +31,7 @@ def _br_candidate(sigma, i, ew, wm, allowed):
     ``h``: two passes over the classes. :func:`_br_row` checks it and falls back to the walk.
     """
     K = sigma.shape[1]
-    b = -1
+    b = np.int64(-1)  # typed, not Literal[int](-1): see the package docstring
     vb = -_INF
     for k in range(K):
         if allowed[k]:
@@ -101,7 +101,7 @@ def _br_walk(sigma, i, wm, allowed, max_steps):
     meaningless).
     """
     K = sigma.shape[1]
-    v = -1
+    v = np.int64(-1)  # (typed, as in _br_candidate)
     for k in range(K):
         if not allowed[k]:
             continue

@@ -259,7 +259,7 @@ def initial_supports(sigma, w, allowed, lam, supports):
         # the classes within near x of it: usually one or two, taken in a second pass; more
         # than top (an uncertain row) take the top best by a selection.
         t1 = 0.0
-        k1 = -1
+        k1 = np.int64(-1)  # typed, not Literal[int](-1): see the package docstring
         for k in range(K):
             v = sigma[i, k] * ew[k] if allowed[k] else 0.0
             score[k] = v
@@ -279,7 +279,7 @@ def initial_supports(sigma, w, allowed, lam, supports):
                         _put(classes, count, i, k)
             else:
                 for _ in range(top):
-                    best = 0
+                    best = np.int64(0)  # (typed, as k1)
                     for k in range(1, K):
                         if score[k] > score[best]:
                             best = k
