@@ -88,7 +88,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         (one fit per K, each with 10 restarts for the linear head and 3 for a deep model
         with ``n_init="auto"``; the K whose kept partition is the most reproducible across
         restarts and the most confident, see ``n_clusters_scores_``). It costs one fit per
-        K: measured in docs/benchmarks.md (``bench_select_k``).
+        K: measured in docs/benchmarks.md (``bench_select_k``). Above 5 000 samples the
+        search fits a random sample of 5 000 rows (drawn with ``random_state``), and the
+        chosen K is then fitted on all the rows as a direct fit with these parameters.
     n_clusters_range : tuple of (int, int), default=(2, 20)
         The smallest and largest K that ``n_clusters="auto"`` tries (ignored for an integer
         ``n_clusters``; like ``ngram_range`` and ``feature_range`` elsewhere in scikit-learn,
@@ -294,7 +296,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         them, in [0, 1]: the kept restart's agreement with the other restarts (largest
         mean adjusted Rand index) times its label-free mutual information divided by
         ``log K``; 0 when the fit at K left a cluster with less than a tenth of ``n / K``
-        samples. Plot it to overrule the choice (fit again with an integer K).
+        samples (above 5 000 samples, of the fits on the search's sample). Plot it to
+        overrule the choice (fit again with an integer K).
 
     See Also
     --------
@@ -677,25 +680,34 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
         low, high = _n_clusters.check_range(self.n_clusters_range, count_distinct)
         n_init = _n_clusters.restarts(self.n_init, self.model)
+        sample = _n_clusters.search_sample(len(X), self.random_state)
         best, scores, k = None, {}, 1  # a range of K = 1 alone: nothing to search
         if high >= 2:
-            best, scores = self._search_k(X, range(max(low, 2), high + 1), n_init)
+            ks = range(max(low, 2), high + 1)
+            if sample is None:
+                best, scores = self._search_k(X, ks, n_init)
+            else:  # the search on a sample; the chosen K is fitted on all the rows below
+                _, scores = self._search_k(X[sample], ks, n_init, tag=".sample")
             k = _n_clusters.choose(scores, low)
-        if best is None or k != best.n_clusters:  # K = 1: no structure
+        if k == 1:  # no structure
             best = clone(self).set_params(n_clusters=1, n_init=1, checkpoint=None).fit(X)
+        elif best is None:  # as a direct fit of the chosen K
+            path = _n_clusters.candidate_path(self.checkpoint, k)
+            best = clone(self).set_params(n_clusters=k, checkpoint=path).fit(X)
         for key, value in vars(best).items():
             if key.endswith("_") and not key.startswith("_") or key == "_inputs":
                 setattr(self, key, value)
         self.n_clusters_scores_ = scores
         return self
 
-    def _search_k(self, X, ks, n_init):
+    def _search_k(self, X, ks, n_init, tag=""):
         """``(best, scores)``: a fit for every K of ``ks`` (clones of this estimator), the
         one with the best :func:`skcce._n_clusters.criterion` (the smallest K of equals) and
-        ``{K: criterion}``; only the kept fit's warnings are shown."""
+        ``{K: criterion}``; only the kept fit's warnings are shown, and none for a search on
+        a sample (``tag``: its checkpoints' suffix), whose kept K is fitted again."""
         scores, best, best_score, best_warnings = {}, None, -1.0, []
         for k in ks:
-            path = _n_clusters.candidate_path(self.checkpoint, k)
+            path = _n_clusters.candidate_path(self.checkpoint, k, tag)
             candidate = clone(self).set_params(n_clusters=k, n_init=n_init, checkpoint=path)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -705,7 +717,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 print(f"n_clusters={k}: criterion {scores[k]:.3f}", flush=True)
             if scores[k] > best_score:
                 best, best_score, best_warnings = candidate, scores[k], caught
-        _n_clusters.replay(best_warnings)
+        if not tag:
+            _n_clusters.replay(best_warnings)
         return best, scores
 
     def _thread_count(self):

@@ -11,7 +11,7 @@ import pytest
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
-from skcce import CCEClustering
+from skcce import CCEClustering, _n_clusters
 from skcce._n_clusters import (
     NoStructureWarning,
     candidate_path,
@@ -199,3 +199,28 @@ def test_auto_checkpoints_each_k_and_resumes(tmp_path, blobs4):
     again = CCEClustering(**params).fit(X)  # every K resumes from its finished checkpoint
     np.testing.assert_array_equal(first.labels_, again.labels_)
     assert first.n_clusters_scores_ == again.n_clusters_scores_
+
+
+def test_auto_searches_a_sample_of_large_data(monkeypatch, tmp_path):
+    X, y = make_blobs(800, n_features=10, centers=4, random_state=0)
+    monkeypatch.setattr(_n_clusters, "SEARCH_ROWS", len(X) // 2)
+    seen = []
+    fit = CCEClustering.fit
+
+    def spy(self, X, y=None):
+        seen.append((self.n_clusters, len(X)))
+        return fit(self, X, y)
+
+    monkeypatch.setattr(CCEClustering, "fit", spy)
+    ckpt = tmp_path / "run.pt"
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 5), random_state=0,
+                        checkpoint=ckpt).fit(X)  # fmt: skip
+    # the candidates on half the rows, then the chosen K on all of them
+    assert [n for k, n in seen[1:-1]] == [len(X) // 2] * 4
+    assert seen[-1] == (est.n_clusters_, len(X))
+    assert sorted(est.n_clusters_scores_) == [2, 3, 4, 5]
+    assert est.n_clusters_ == 4 and len(est.labels_) == len(X)
+    assert adjusted_rand_score(y, est.labels_) > 0.95
+    direct = CCEClustering(n_clusters=4, random_state=0).fit(X)  # the same as a direct fit
+    np.testing.assert_array_equal(direct.labels_, est.labels_)
+    assert (tmp_path / "run.k4.pt").exists() and (tmp_path / "run.k4.sample.pt").exists()
