@@ -680,7 +680,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
         low, high = _n_clusters.check_range(self.n_clusters_range, count_distinct)
         n_init = _n_clusters.restarts(self.n_init, self.model)
-        sample = _n_clusters.search_sample(len(X), self.random_state)
+        sample = None  # above SEARCH_ROWS samples, the rows the search fits on
+        if len(X) > _n_clusters.SEARCH_ROWS:
+            rng = check_random_state(self.random_state)
+            sample = np.sort(rng.choice(len(X), _n_clusters.SEARCH_ROWS, replace=False))
         best, scores, k = None, {}, 1  # a range of K = 1 alone: nothing to search
         if high >= 2:
             ks = range(max(low, 2), high + 1)
