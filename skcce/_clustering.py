@@ -688,9 +688,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         if high >= 2:
             ks = range(max(low, 2), high + 1)
             if sample is None:
-                best, scores = self._search_k(X, ks, n_init)
+                best, scores, caught = self._search_k(X, ks, n_init)
+                _n_clusters.replay(caught)  # the kept fit's warnings
             else:  # the search on a sample; the chosen K is fitted on all the rows below
-                _, scores = self._search_k(X[sample], ks, n_init, tag=".sample")
+                _, scores, _ = self._search_k(X[sample], ks, n_init, tag=".sample")
             k = _n_clusters.choose(scores, low)
         if k == 1:  # no structure
             best = clone(self).set_params(n_clusters=1, n_init=1, checkpoint=None).fit(X)
@@ -704,10 +705,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         return self
 
     def _search_k(self, X, ks, n_init, tag=""):
-        """``(best, scores)``: a fit for every K of ``ks`` (clones of this estimator), the
-        one with the best :func:`skcce._n_clusters.criterion` (the smallest K of equals) and
-        ``{K: criterion}``; only the kept fit's warnings are shown, and none for a search on
-        a sample (``tag``: its checkpoints' suffix), whose kept K is fitted again."""
+        """``(best, scores, caught)``: a fit for every K of ``ks`` (clones of this
+        estimator), the one with the best :func:`skcce._n_clusters.criterion` (the smallest K
+        of equals), ``{K: criterion}`` and the warnings of the best one's fit (the others'
+        are dropped); ``tag`` is the checkpoints' suffix of a search on a sample."""
         scores, best, best_score, best_warnings = {}, None, -1.0, []
         for k in ks:
             path = _n_clusters.candidate_path(self.checkpoint, k, tag)
@@ -720,9 +721,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 print(f"n_clusters={k}: criterion {scores[k]:.3f}", flush=True)
             if scores[k] > best_score:
                 best, best_score, best_warnings = candidate, scores[k], caught
-        if not tag:
-            _n_clusters.replay(best_warnings)
-        return best, scores
+        return best, scores, best_warnings
 
     def _thread_count(self):
         """The thread count of ``n_threads`` (None: leave torch's setting alone)."""
