@@ -14,9 +14,10 @@ whose supports hold every row's best response the gap is zero, so the loop ends 
 * start (:func:`_start`): each row's best vertices at the warm start's multiplier, plus its
   exact best response when ``lam > N`` (a strong pull mixes classes), every allowed class
   when ``lam > 8 N``; an interior point on them;
-* certificate and pricing (:func:`_price`): one pricing that adds classes to most rows means
-  the optimum mixes many classes in every row (a large ``lam``), so every row gets every
-  allowed class at once rather than one more a pass;
+* certificate and pricing (:func:`_price`): under a strong pull (``lam > N``) one pricing
+  that adds classes to most rows means the optimum mixes many classes in every row, so every
+  row gets every allowed class at once rather than one more a pass; without one, the iterate
+  is re-centred on the grown supports, which stay small;
 * Newton system (:func:`_newton_system`): the rows' blocks inverted and summed onto the
   column sums, and the Schur complement factored once for both directions;
 * step (:func:`_step`): Mehrotra's predictor and corrector (:func:`_direction`);
@@ -58,7 +59,8 @@ _REG = 1e-8  # primal regularisation of each row's reduced block
 _PRICE_EVERY = 8  # the certificate (and pricing) at least every this many iterations
 _EARLY = 3.0  # the first pricing is at iteration 0 when the warm start's gap >= this x yz
 _DENSE_LAM = 8.0  # lam above this x N: every row starts with every allowed class
-_DENSE_ROWS = 0.5  # one pricing adding classes to more than this share of rows: full supports
+_DENSE_ROWS = 0.5  # a pricing adding classes to more than this share of rows: full supports
+# under a strong pull (lam > N) or after half the iterations (_price)
 _PRUNE = 0.2  # an entry leaves its row's support when y < this x r and z > r / this, with
 # r = sqrt(the step's complementarity target), while that target is at least _PRUNE_MU and
 # until pricing adds a class after the start
@@ -184,7 +186,9 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
             if n_iter >= max_iter:
                 break
             if n_var == 0 or (math.isfinite(gap) and yz <= 0.1 * gap):  # solved, uncertified
-                supports, added = _price(supports, responses, allowed, Y0, mu, gap, n_var)
+                late = 2 * n_iter >= max_iter  # see _price
+                supports, added = _price(supports, responses, allowed, Y0, mu, gap, n_var,
+                                         lam > N, late)  # fmt: skip
                 if added == 0 and n_var == 0:
                     break
                 if added > 0:
@@ -286,14 +290,25 @@ def _restricted_scale(state, u, lam, forward):
 
 
 @njit(cache=True, error_model="numpy")
-def _price(supports, responses, allowed, Y0, mu, gap, n_var):
+def _price(supports, responses, allowed, Y0, mu, gap, n_var, strong, late):
     """Pricing at a (nearly) solved restricted problem whose certificate fails: each row's
     best response joins its support. Returns the supports (widened if needed) and the number
     of classes added.
 
-    A class priced in late, at a nearly solved restricted problem (``mu`` tiny), would start
-    its row far from the central path: the row is re-centred at a complementarity of
-    ``gap / n_var`` (at most the first one) rather than left at ``mu``."""
+    A class priced in at a nearly solved restricted problem (``mu`` tiny) starts far from
+    the central path, and the steps that follow can stall for tens of iterations. Under a
+    strong pull (``strong``: ``lam > N``) the rows that gained a class are re-centred at a
+    complementarity of ``gap / n_var`` (at most the first one); otherwise the whole iterate
+    is (:func:`sp.recentre`): on training batches of digits at K = 20 with an estimated
+    prior near its floor, re-centring only those rows left some solves stalled at the
+    iteration cap.
+
+    A pricing that adds classes to most rows gives every row every allowed class under a
+    strong pull, whose optimum mixes many classes in every row, and once half the iterations
+    are spent (``late``: the column generation then ends). Otherwise the optimum stays sparse
+    even when one pricing finds most rows short of a class (a flat ``sigma``, a prior at its
+    floor: 1-3 classes a row at the optimum, measured), and full supports would make every
+    later iteration cost ``N K^3``: filling them there made those solves 3 times slower."""
     N = supports.count.shape[0]
     K = allowed.shape[0]
     first, second, share = responses
@@ -312,9 +327,13 @@ def _price(supports, responses, allowed, Y0, mu, gap, n_var):
                 classes, count, y, z = supports
             sp.add_class(classes, count, y, z, i, k, mu_new)
             added += 1
-            for q in range(count[i]):
-                z[i, q] = max(z[i, q], mu_new / y[i, q])
-    if added > _DENSE_ROWS * N:
+            if strong:
+                for q in range(count[i]):
+                    z[i, q] = max(z[i, q], mu_new / y[i, q])
+    fill = added > _DENSE_ROWS * N and (strong or late)
+    if added > 0 and not (strong or fill):
+        sp.recentre(supports, mu_new)
+    if fill:
         # Most rows lacked a class: pricing one class a row per pass would take up to K
         # passes; every row gets every allowed class at once, and a fresh interior start on
         # them (centred at the gap's complementarity), since the new classes at the

@@ -201,6 +201,19 @@ def interior_start(Y0, supports, mu):
 
 
 @njit(cache=True, error_model="numpy")
+def recentre(supports, mu):
+    """The current iterate moved to the centre of its supports, as :func:`interior_start`
+    from it: each row's entries mixed half and half with the uniform label on its support,
+    and duals ``z = mu / y`` (a row of one class has no dual)."""
+    classes, count, y, z = supports
+    for i in range(classes.shape[0]):
+        c = count[i]
+        for q in range(c):
+            y[i, q] = 0.5 * y[i, q] + 0.5 / c
+            z[i, q] = mu / y[i, q] if c > 1 else 0.0
+
+
+@njit(cache=True, error_model="numpy")
 def cover_active(sigma, u, supports):
     """Every class of positive prior in some row's support (else ``KL(u||ybar)`` or its
     gradient is infinite): an uncovered class joins the row of its largest ``sigma``."""
