@@ -293,11 +293,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         ``n_clusters="auto"``).
     n_clusters_scores_ : dict of int to float
         Only with ``n_clusters="auto"``: for every K tried, the criterion that chose among
-        them, in [0, 1]: the kept restart's agreement with the other restarts (largest
-        mean adjusted Rand index) times its label-free mutual information divided by
-        ``log K``; 0 when the fit at K left a cluster with less than a tenth of ``n / K``
-        samples (above 5 000 samples, of the fits on the search's sample). Plot it to
-        overrule the choice (fit again with an integer K).
+        them: the kept restart's agreement with the other restarts (largest mean adjusted
+        Rand index) times its label-free mutual information divided by ``log(K) ** 0.7``
+        (``skcce._n_clusters.LOG_K_POWER``; at most ``log(K) ** 0.3``); 0 when the fit at
+        K left a cluster with less than a tenth of ``n / K`` samples (above 5 000 samples,
+        of the fits on the search's sample). Plot it to overrule the choice (fit again with
+        an integer K).
 
     See Also
     --------

@@ -13,6 +13,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from skcce import CCEClustering, _n_clusters
 from skcce._n_clusters import (
+    LOG_K_POWER,
     NoStructureWarning,
     candidate_path,
     check_range,
@@ -58,12 +59,27 @@ def test_check_range_rejects(bad, match):
         check_range(bad, lambda stop: min(10, stop))
 
 
-def test_criterion_is_agreement_times_normalised_information():
-    assert criterion(0.8, 0.5 * math.log(5), 5, 100, 1000) == pytest.approx(0.4)
+def test_criterion_is_agreement_times_information_over_a_power_of_log_k():
+    p = LOG_K_POWER
+    assert 0.5 <= p < 1.0
+    assert criterion(0.8, 0.5 * math.log(5), 5, 100, 1000) == pytest.approx(
+        0.8 * 0.5 * math.log(5) ** (1 - p)
+    )
     # a cluster under a tenth of n / K: the fit did not find K groups
     assert criterion(1.0, math.log(5), 5, 19, 1000) == 0.0
-    assert criterion(1.0, math.log(5), 5, 20, 1000) == pytest.approx(1.0)
+    assert criterion(1.0, math.log(5), 5, 20, 1000) == pytest.approx(math.log(5) ** (1 - p))
     assert criterion(-0.2, 1.0, 3, 100, 300) == 0.0  # worse than chance agrees with nothing
+    # the information is capped at its maximum, log K
+    assert criterion(1.0, 1.01 * math.log(3), 3, 100, 300) == pytest.approx(math.log(3) ** (1 - p))
+
+
+def test_equally_crisp_and_reproducible_partitions_favour_the_finer():
+    """The crisp factor is normalised by less than its maximum: of two partitions that are
+    equally reproducible and equally crisp (the same share of log K), the finer scores more
+    (what offsets the agreement's preference for coarse splits)."""
+    coarse = criterion(0.9, 0.9 * math.log(2), 2, 500, 1000)
+    fine = criterion(0.9, 0.9 * math.log(10), 10, 100, 1000)
+    assert fine > coarse
 
 
 def test_no_structure_warning_is_public():

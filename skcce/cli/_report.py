@@ -198,7 +198,7 @@ def _curve_figure(path, scores, chosen):
     shown = sorted({*ks, chosen})
     if len(shown) <= 30:
         ax.set_xticks(shown)
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, max(1.05, 1.05 * max(scores.values())))
     ax.set_xlabel("number of clusters K")
     ax.set_ylabel("criterion (higher is better)")
     ax.set_title("-k auto: the criterion of every K tried")
@@ -243,7 +243,7 @@ def _n_clusters_section(out_dir, scores, chosen, *, need_figure):
         f'<section class="n-clusters"><h2>Number of clusters: K = {chosen}, chosen from the '
         f"data (-k auto)</h2><p>K = {chosen}: {why}, among K = {tried}. The criterion is "
         "computed for every K tried: the agreement of the restarts times the crispness of the "
-        "kept clustering (its label-free mutual information over log K), in [0, 1], 0 where the "
+        "kept clustering (its label-free mutual information over (log K)^0.7), 0 where the "
         "fit at K emptied a cluster. To overrule the choice, run again with -k K.</p>"
         f"{figure}"
         '<table class="summary n-clusters"><tr><th>K</th><th>criterion</th><th></th></tr>'
