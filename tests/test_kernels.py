@@ -618,27 +618,40 @@ def _one_class_supports(N, K):
     return sup
 
 
-@pytest.mark.parametrize("strong, late", [(False, False), (True, False), (False, True)])
-def test_pricing_fills_every_class_only_under_a_strong_pull_or_late(strong, late):
+@pytest.mark.parametrize(
+    "strong, late, width",
+    [(False, False, 1), (True, False, 1), (False, True, 1), (False, False, 7)],
+)
+def test_pricing_fills_every_class_only_under_a_strong_pull_or_late(strong, late, width):
     """A pricing that finds every row short of a class gives every row every class under a
     strong pull (``lam > N``) or late in a solve; otherwise each row gains its one priced
-    class and the whole iterate is re-centred (interior, on the simplex, ``y z = mu``)."""
+    class and the whole iterate is re-centred (interior, on the simplex, ``y z = mu``), even
+    when the rows already hold several classes (``width`` 7 of 20)."""
     from skcce.solvers._kernels import _interior
     from skcce.solvers._kernels._certificate import Responses
 
     N, K = 40, 20
     sup = _one_class_supports(N, K)
-    first = np.array([(i + 1) % K for i in range(N)], dtype=np.int64)
+    if width > 1:  # each row holds classes i .. i + width - 1 (mod K), evenly
+        sup = _supports.widen(sup, K)
+        for i in range(N):
+            for q in range(width):
+                sup.classes[i, q] = (i + q) % K
+                sup.y[i, q] = 1.0 / width
+                sup.z[i, q] = 1e-6 * width
+            sup.count[i] = width
+    first = np.array([(i + width) % K for i in range(N)], dtype=np.int64)
     responses = Responses(first, first.copy(), np.ones(N))
     allowed = np.ones(K, dtype=np.bool_)
     Y0 = np.full((N, K), 1.0 / K)
     sup, added = _interior._price(sup, responses, allowed, Y0, 1e-6, 1.0, 10, strong, late)
     if strong or late:
-        assert (sup.count == K).all() and added == N * (K - 1)
+        assert (sup.count == K).all() and added == N * (K - width)
     else:
-        assert (sup.count == 2).all() and added == N
+        assert (sup.count == width + 1).all() and added == N
         for i in range(N):
-            assert sorted(sup.classes[i, :2]) == sorted([i % K, (i + 1) % K])
+            held = sorted(sup.classes[i, : width + 1])
+            assert held == sorted((i + q) % K for q in range(width + 1))
     for i in range(N):
         y, z = sup.y[i, : sup.count[i]], sup.z[i, : sup.count[i]]
         assert y.sum() == pytest.approx(1.0) and (y > 0).all()
