@@ -338,10 +338,7 @@ def _price(supports, responses, allowed, Y0, mu, gap, n_var, strong, late):
             if strong:
                 for q in range(count[i]):
                     z[i, q] = max(z[i, q], mu_new / y[i, q])
-    fill = added > _DENSE_ROWS * N and (strong or late)
-    if added > 0 and not (strong or fill):
-        sp.recentre(supports, mu_new)
-    if fill:
+    if added > _DENSE_ROWS * N and (strong or late):
         # Most rows lacked a class: pricing one class a row per pass would take up to K
         # passes; every row gets every allowed class at once, and a fresh interior start on
         # them (centred at the gap's complementarity), since the new classes at the
@@ -355,6 +352,8 @@ def _price(supports, responses, allowed, Y0, mu, gap, n_var, strong, late):
                     sp.add_class(classes, count, y, z, i, k, mu)
                     added += 1
         sp.interior_start(Y0, supports, mu_new)
+    elif added > 0 and not strong:  # the rows that gained a class were not re-centred above
+        sp.recentre(supports, mu_new)
     return supports, added
 
 

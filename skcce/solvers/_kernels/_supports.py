@@ -195,22 +195,26 @@ def interior_start(Y0, supports, mu):
         for q in range(c):
             tot += Y0[i, classes[i, q]]
         for q in range(c):
-            base = Y0[i, classes[i, q]] / tot if tot > 0 else 1.0 / c
-            y[i, q] = 0.5 * base + 0.5 / c
-            z[i, q] = mu / y[i, q] if c > 1 else 0.0
+            y[i, q] = Y0[i, classes[i, q]] / tot if tot > 0 else 1.0 / c
+        _centre_row(y, z, i, c, mu)
 
 
 @njit(cache=True, error_model="numpy")
 def recentre(supports, mu):
     """The current iterate moved to the centre of its supports, as :func:`interior_start`
-    from it: each row's entries mixed half and half with the uniform label on its support,
-    and duals ``z = mu / y`` (a row of one class has no dual)."""
+    from it."""
     classes, count, y, z = supports
     for i in range(classes.shape[0]):
-        c = count[i]
-        for q in range(c):
-            y[i, q] = 0.5 * y[i, q] + 0.5 / c
-            z[i, q] = mu / y[i, q] if c > 1 else 0.0
+        _centre_row(y, z, i, count[i], mu)
+
+
+@njit(cache=True, error_model="numpy")
+def _centre_row(y, z, i, c, mu):
+    """Row ``i``'s ``c`` entries (on the simplex) mixed half and half with the uniform label
+    on its support, and duals ``z = mu / y`` (a row of one class has no dual)."""
+    for q in range(c):
+        y[i, q] = 0.5 * y[i, q] + 0.5 / c
+        z[i, q] = mu / y[i, q] if c > 1 else 0.0
 
 
 @njit(cache=True, error_model="numpy")
