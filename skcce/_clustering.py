@@ -87,10 +87,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Number of clusters K. ``"auto"``: chosen from the data, among ``n_clusters_range``
         (one fit per K, each with 10 restarts for the linear head and 3 for a deep model
         with ``n_init="auto"``; the K whose kept partition is the most reproducible across
-        restarts and the most confident, see ``n_clusters_scores_``). It costs one fit per
-        K: measured in docs/benchmarks.md (``bench_select_k``). Above 5 000 samples the
-        search fits a random sample of 5 000 rows (drawn with ``random_state``), and the
-        chosen K is then fitted on all the rows as a direct fit with these parameters.
+        restarts and the most confident, see ``n_clusters_scores_``). The candidates train
+        for half of ``max_epochs`` (at least 40 optimiser steps; the whole training on data
+        of a few batches), then the chosen K is fitted with the whole training as a direct
+        fit with these parameters; the cost is measured in docs/benchmarks.md
+        (``bench_select_k``). Above 5 000 samples the candidates are fitted on a random
+        sample of 5 000 rows (drawn with ``random_state``) and the chosen K on all the rows.
     n_clusters_range : tuple of (int, int), default=(2, 20)
         The smallest and largest K that ``n_clusters="auto"`` tries (ignored for an integer
         ``n_clusters``; like ``ngram_range`` and ``feature_range`` elsewhere in scikit-learn,
@@ -685,18 +687,26 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         if len(X) > _n_clusters.SEARCH_ROWS:
             rng = check_random_state(self.random_state)
             sample = np.sort(rng.choice(len(X), _n_clusters.SEARCH_ROWS, replace=False))
+        data = X if sample is None else X[sample]
+        batch = self.batch_size
+        if batch == "auto":
+            batch = _defaults.AUTO_SETTINGS[_defaults.regime(self.model)]["batch_size"]
+        epochs = _n_clusters.search_epochs(self.max_epochs, len(data), batch)
+        # a candidate is the final model when it was trained as a direct fit of its K would be
+        final = sample is None and epochs == self.max_epochs
+        tag = "" if final else (".search" if sample is None else ".sample")
         best, scores, k = None, {}, 1  # a range of K = 1 alone: nothing to search
         if high >= 2:
             ks = range(max(low, 2), high + 1)
-            if sample is None:
-                best, scores, caught = self._search_k(X, ks, n_init)
-                _n_clusters.replay(caught)  # the kept fit's warnings
-            else:  # the search on a sample; the chosen K is fitted on all the rows below
-                _, scores, _ = self._search_k(X[sample], ks, n_init, tag=".sample")
+            best, scores, caught = self._search_k(data, ks, n_init, epochs, tag=tag)
             k = _n_clusters.choose(scores, low)
+            if final:
+                _n_clusters.replay(caught)  # the kept fit's warnings
+            else:  # the chosen K is fitted below, on all the rows with the whole training
+                best = None
         if k == 1:  # no structure
             best = clone(self).set_params(n_clusters=1, n_init=1, checkpoint=None).fit(X)
-        elif best is None:  # as a direct fit of the chosen K
+        elif best is None or best.n_clusters_ != k:  # as a direct fit of the chosen K
             path = _n_clusters.candidate_path(self.checkpoint, k)
             best = clone(self).set_params(n_clusters=k, checkpoint=path).fit(X)
         for key, value in vars(best).items():
@@ -705,15 +715,19 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.n_clusters_scores_ = scores
         return self
 
-    def _search_k(self, X, ks, n_init, tag=""):
+    def _search_k(self, X, ks, n_init, epochs, tag=""):
         """``(best, scores, caught)``: a fit for every K of ``ks`` (clones of this
-        estimator), the one with the best :func:`skcce._n_clusters.criterion` (the smallest K
-        of equals), ``{K: criterion}`` and the warnings of the best one's fit (the others'
-        are dropped); ``tag`` is the checkpoints' suffix of a search on a sample."""
+        estimator with ``n_init`` restarts of ``epochs`` epochs), the one with the best
+        :func:`skcce._n_clusters.criterion` (the smallest K of equals), ``{K: criterion}``
+        and the warnings of the best one's fit (the others' are dropped); ``tag`` is the
+        checkpoints' suffix of candidates that are not final fits (shortened or on a
+        sample)."""
         scores, best, best_score, best_warnings = {}, None, -1.0, []
         for k in ks:
             path = _n_clusters.candidate_path(self.checkpoint, k, tag)
-            candidate = clone(self).set_params(n_clusters=k, n_init=n_init, checkpoint=path)
+            candidate = clone(self).set_params(
+                n_clusters=k, n_init=n_init, max_epochs=epochs, checkpoint=path
+            )
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 candidate.fit(X)

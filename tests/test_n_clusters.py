@@ -217,6 +217,54 @@ def test_auto_checkpoints_each_k_and_resumes(tmp_path, blobs4):
     assert first.n_clusters_scores_ == again.n_clusters_scores_
 
 
+@pytest.mark.parametrize(
+    "max_epochs, n_rows, batch_size, expected",
+    [
+        (10, 1797, 250, 5),  # digits: 8 batches an epoch, half the training
+        (10, 3000, 250, 5),
+        (10, 707, 250, 10),  # 3 batches: 5 epochs would be 15 steps, under MIN_SEARCH_STEPS
+        (10, 178, 250, 10),  # one batch an epoch: the whole training
+        (11, 5000, 100, 6),  # the share rounds up
+        (1, 5000, 250, 1),
+        (3, 10, 250, 3),
+    ],
+)
+def test_search_epochs_halves_the_training_but_keeps_enough_steps(
+    max_epochs, n_rows, batch_size, expected
+):
+    epochs = _n_clusters.search_epochs(max_epochs, n_rows, batch_size)
+    assert epochs == expected
+    batches = -(-n_rows // batch_size)
+    assert 1 <= epochs <= max_epochs
+    assert epochs * batches >= min(_n_clusters.MIN_SEARCH_STEPS, max_epochs * batches)
+
+
+def test_auto_shortened_search_then_the_whole_training_of_the_chosen_k(monkeypatch, tmp_path):
+    X, y = make_blobs(600, n_features=10, centers=4, random_state=1)
+    monkeypatch.setattr(_n_clusters, "MIN_SEARCH_STEPS", 1)  # 3 batches an epoch: shortened
+    seen = []
+    fit = CCEClustering.fit
+
+    def spy(self, X, y=None):
+        seen.append((self.n_clusters, self.max_epochs, len(X)))
+        return fit(self, X, y)
+
+    monkeypatch.setattr(CCEClustering, "fit", spy)
+    ckpt = tmp_path / "run.pt"
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 5), max_epochs=4,
+                        random_state=0, checkpoint=ckpt).fit(X)  # fmt: skip
+    # the candidates with half the epochs, then the chosen K with all of them
+    assert [e for k, e, n in seen[1:-1]] == [2] * 4
+    assert seen[-1] == (est.n_clusters_, 4, len(X))
+    assert est.n_clusters_ == 4 and adjusted_rand_score(y, est.labels_) > 0.95
+    assert [h["epoch"] for h in est.history_][-1] == 3  # the final fit's whole training
+    direct = CCEClustering(n_clusters=4, max_epochs=4, random_state=0).fit(X)
+    np.testing.assert_array_equal(direct.labels_, est.labels_)
+    names = sorted(p.name for p in tmp_path.glob("run.k*.pt"))
+    assert names == ["run.k2.search.pt", "run.k3.search.pt", "run.k4.pt", "run.k4.search.pt",
+                     "run.k5.search.pt"]  # fmt: skip
+
+
 def test_auto_searches_a_sample_of_large_data(monkeypatch, tmp_path):
     X, y = make_blobs(800, n_features=10, centers=4, random_state=0)
     monkeypatch.setattr(_n_clusters, "SEARCH_ROWS", len(X) // 2)
