@@ -688,10 +688,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             rng = check_random_state(self.random_state)
             sample = np.sort(rng.choice(len(X), _n_clusters.SEARCH_ROWS, replace=False))
         data = X if sample is None else X[sample]
-        batch = self.batch_size
-        if batch == "auto":
-            batch = _defaults.AUTO_SETTINGS[_defaults.regime(self.model)]["batch_size"]
-        epochs = _n_clusters.search_epochs(self.max_epochs, len(data), batch)
+        epochs = _n_clusters.search_epochs(self.max_epochs, len(data), self.batch_size, self.model)
         # a candidate is the final model when it was trained as a direct fit of its K would be
         final = sample is None and epochs == self.max_epochs
         tag = "" if final else (".search" if sample is None else ".sample")
@@ -706,7 +703,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 best = None
         if k == 1:  # no structure
             best = clone(self).set_params(n_clusters=1, n_init=1, checkpoint=None).fit(X)
-        elif best is None or best.n_clusters_ != k:  # as a direct fit of the chosen K
+        elif best is None:  # as a direct fit of the chosen K
             path = _n_clusters.candidate_path(self.checkpoint, k)
             best = clone(self).set_params(n_clusters=k, checkpoint=path).fit(X)
         for key, value in vars(best).items():

@@ -163,24 +163,26 @@ def restarts(n_init, model) -> int:
     return LINEAR_RESTARTS if _defaults.is_linear(model) else MIN_RESTARTS
 
 
-def search_epochs(max_epochs: int, n_rows: int, batch_size: int) -> int:
+def search_epochs(max_epochs: int, n_rows: int, batch_size, model) -> int:
     """Epochs of each candidate of the search: :data:`SEARCH_EPOCH_SHARE` of ``max_epochs``
     (rounded up), raised to reach :data:`MIN_SEARCH_STEPS` optimiser steps on ``n_rows`` rows
-    in batches of ``batch_size``, never above ``max_epochs``.
+    in batches of ``batch_size`` (``"auto"``: the ``model``'s, as a fit resolves it), never
+    above ``max_epochs``.
 
     Examples
     --------
-    >>> search_epochs(10, 1797, 250)  # digits: 8 batches an epoch
+    >>> search_epochs(10, 1797, "auto", "linear")  # digits: 8 batches of 250 an epoch
     5
-    >>> search_epochs(10, 178, 250)  # wine: one batch an epoch keeps the whole training
+    >>> search_epochs(10, 178, 250, "linear")  # wine: one batch an epoch, the whole training
     10
-    >>> search_epochs(1, 5000, 250)
+    >>> search_epochs(1, 5000, 250, "linear")
     1
     """
-    max_epochs = int(max_epochs)
-    batches = max(1, -(-int(n_rows) // max(1, int(batch_size))))
+    resolved = _defaults.resolve({"batch_size": batch_size}, model, n_rows, images=False)
+    batch_size = resolved["batch_size"]
+    batches = max(1, math.ceil(n_rows / batch_size))
     share = math.ceil(SEARCH_EPOCH_SHARE * max_epochs)
-    return max(1, min(max_epochs, max(share, -(-MIN_SEARCH_STEPS // batches))))
+    return min(int(max_epochs), max(share, math.ceil(MIN_SEARCH_STEPS / batches)))
 
 
 def criterion(agreement: float, information: float, k: int, smallest: int, n: int) -> float:

@@ -232,11 +232,17 @@ def test_auto_checkpoints_each_k_and_resumes(tmp_path, blobs4):
 def test_search_epochs_halves_the_training_but_keeps_enough_steps(
     max_epochs, n_rows, batch_size, expected
 ):
-    epochs = _n_clusters.search_epochs(max_epochs, n_rows, batch_size)
+    epochs = _n_clusters.search_epochs(max_epochs, n_rows, batch_size, "linear")
     assert epochs == expected
     batches = -(-n_rows // batch_size)
     assert 1 <= epochs <= max_epochs
     assert epochs * batches >= min(_n_clusters.MIN_SEARCH_STEPS, max_epochs * batches)
+
+
+def test_search_epochs_resolves_the_models_auto_batch_size():
+    # the linear head's batches of 250 and a deep model's of 100 (models/_defaults.py)
+    assert _n_clusters.search_epochs(10, 1000, "auto", "linear") == 10  # 4 batches: 40 steps
+    assert _n_clusters.search_epochs(10, 1000, "auto", "vgg4") == 5  # 10 batches
 
 
 def test_auto_shortened_search_then_the_whole_training_of_the_chosen_k(monkeypatch, tmp_path):
