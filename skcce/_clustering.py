@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -718,16 +717,27 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         :func:`skcce._n_clusters.criterion` (the smallest K of equals), ``{K: criterion}``
         and the warnings of the best one's fit (the others' are dropped); ``tag`` is the
         checkpoints' suffix of candidates that are not final fits (shortened or on a
-        sample)."""
-        scores, best, best_score, best_warnings = {}, None, -1.0, []
-        for k in ks:
+        sample). The candidates run on :func:`skcce._n_clusters.search_workers` threads."""
+        workers = _n_clusters.search_workers(
+            self.n_threads,
+            _defaults.is_linear(self.model),
+            resolve_device(self.device).type == "cpu",
+            resolve_distributed(self.distributed).active,
+            self.verbose,
+        )
+        # on several threads each candidate runs single-threaded (a scope per thread)
+        threads = {"n_threads": 1} if workers > 1 else {}
+
+        def fit_one(k):
             path = _n_clusters.candidate_path(self.checkpoint, k, tag)
             candidate = clone(self).set_params(
-                n_clusters=k, n_init=n_init, max_epochs=epochs, checkpoint=path
+                n_clusters=k, n_init=n_init, max_epochs=epochs, checkpoint=path, **threads
             )
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                candidate.fit(X)
+            return candidate.fit(X)
+
+        scores, best, best_score, best_warnings = {}, None, -1.0, []
+        fitted = _n_clusters.fit_all(fit_one, ks, workers)
+        for k, (candidate, caught) in zip(ks, fitted, strict=True):
             scores[k] = _n_clusters.score_of(candidate)
             if self.verbose:
                 print(f"n_clusters={k}: criterion {scores[k]:.3f}", flush=True)

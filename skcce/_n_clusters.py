@@ -34,12 +34,14 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from skcce._engine._select import MIN_CONSENSUS
-from skcce._warn import warn
+from skcce._engine._threads import thread_limit
+from skcce._warn import collected, warn
 from skcce.models import _defaults
 
 #: Restarts per candidate K (the consensus rule needs three).
@@ -245,10 +247,64 @@ def score_of(fitted) -> float:
 
 
 def replay(caught) -> None:
-    """Show the warnings ``caught`` from the kept candidate's fit (the others' are dropped:
-    an empty cluster at a K that was not chosen is the search working, not news)."""
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    """Show the warnings ``caught`` (``(message, category)`` pairs, :func:`fit_all`) from the
+    kept candidate's fit (the others' are dropped: an empty cluster at a K that was not
+    chosen is the search working, not news)."""
+    for message, category in caught:
+        warn(message, category)
+
+
+def search_workers(n_threads, linear: bool, on_cpu: bool, distributed: bool, verbose) -> int:
+    """How many candidates of the search are fitted at once.
+
+    The candidates are independent fits, so the linear head on the CPU fits them on
+    ``n_threads`` threads (None: torch's thread count when ``fit`` is called), one
+    single-threaded candidate per thread: a candidate on digits spends most of its time in
+    small products and Python, which one core runs no slower alone. Every other case fits them
+    one at a time: a deep model's fit uses every thread (or the GPU) itself, the ranks of a
+    data-parallel fit must run the same fits in the same order, and ``verbose`` progress bars
+    would interleave.
+
+    Examples
+    --------
+    >>> search_workers(4, True, True, False, 0)
+    4
+    >>> search_workers(4, False, True, False, 0), search_workers(4, True, True, False, 1)
+    (1, 1)
+    """
+    if not (linear and on_cpu) or distributed or verbose:
+        return 1
+    import torch
+
+    return max(1, int(n_threads or torch.get_num_threads()))
+
+
+def fit_all(fit_one, ks, workers: int):
+    """``fit_one(k)`` for every K of ``ks``, on ``workers`` threads: ``[(fitted, caught)]`` in
+    the order of ``ks``, ``caught`` the skcce warnings of that fit (:func:`skcce._warn.collected`).
+
+    Warnings from other libraries during the fits are dropped (``warnings.catch_warnings``
+    cannot tell the threads apart). With several workers every fit runs with one torch and
+    BLAS thread, the largest K first (the longest fits start first); a fit's results do not
+    depend on the order or the threads (tested). With one worker the fits run in order and
+    lazily (a caller can report each as it ends).
+    """
+
+    def one(k):
+        with collected() as caught:
+            return fit_one(k), caught
+
+    if workers <= 1:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield from map(one, ks)
+        return
+    ks = list(ks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with thread_limit(1), ThreadPoolExecutor(min(workers, len(ks))) as pool:
+            done = dict(zip(ks[::-1], pool.map(one, ks[::-1]), strict=True))
+    yield from (done[k] for k in ks)
 
 
 def choose(scores: dict, low: int):

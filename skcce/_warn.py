@@ -6,13 +6,20 @@ code that warns differ: scikit-learn's ``_fit_context`` and callback wrappers (`
 the engine's own layers. :func:`warn` instead attributes the warning to the first frame, going
 outwards, that lies in none of skcce, scikit-learn and joblib (which runs a search's fits):
 the line that called into them.
+
+:func:`collected` diverts the warnings that :func:`warn` raises in one thread into a list, so
+that work run on several threads at once (the candidates of ``n_clusters="auto"``) can keep
+each one's warnings apart (``warnings.catch_warnings`` changes process-wide state and is not
+thread-safe).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
+from contextlib import contextmanager
 
 import joblib
 import sklearn
@@ -47,12 +54,41 @@ def caller_stacklevel() -> int:
     return level
 
 
+_local = threading.local()
+
+
+@contextmanager
+def collected():
+    """Within the block, :func:`warn` in this thread appends ``(message, category)`` to the
+    yielded list instead of warning (other threads, and other code's warnings, are not
+    affected).
+
+    Examples
+    --------
+    >>> with collected() as caught:
+    ...     warn("held back")
+    >>> caught
+    [('held back', <class 'UserWarning'>)]
+    """
+    sink, outer = [], getattr(_local, "sink", None)
+    _local.sink = sink
+    try:
+        yield sink
+    finally:
+        _local.sink = outer
+
+
 def warn(message, category=UserWarning):
-    """``warnings.warn(message, category)`` attributed to the user's line (see the module).
+    """``warnings.warn(message, category)`` attributed to the user's line (see the module),
+    or held back by :func:`collected`.
 
     Parameters
     ----------
     message : str
     category : type of Warning, default=UserWarning
     """
+    sink = getattr(_local, "sink", None)
+    if sink is not None:
+        sink.append((message, category))
+        return
     warnings.warn(message, category, stacklevel=caller_stacklevel())

@@ -294,3 +294,52 @@ def test_auto_searches_a_sample_of_large_data(monkeypatch, tmp_path):
     direct = CCEClustering(n_clusters=4, random_state=0).fit(X)  # the same as a direct fit
     np.testing.assert_array_equal(direct.labels_, est.labels_)
     assert (tmp_path / "run.k4.pt").exists() and (tmp_path / "run.k4.sample.pt").exists()
+
+
+# ----------------------------------------------------------------------------- threads
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_fit_all_keeps_each_candidates_warnings_apart(workers):
+    import threading
+
+    from skcce._warn import warn
+
+    threads = set()
+
+    def fit_one(k):
+        threads.add(threading.get_ident())
+        warn(f"candidate {k}")  # skcce's: kept with its candidate
+        warnings.warn("another library's", UserWarning, stacklevel=1)  # dropped
+        return k * 10
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        out = list(_n_clusters.fit_all(fit_one, range(2, 8), workers))
+    assert [fitted for fitted, _ in out] == [20, 30, 40, 50, 60, 70]  # in the order of ks
+    assert [caught for _, caught in out] == [[(f"candidate {k}", UserWarning)] for k in range(2, 8)]
+    assert shown == []
+    assert (len(threads) > 1) == (workers > 1)
+
+
+def test_auto_search_on_threads_equals_the_search_one_at_a_time(monkeypatch):
+    import threading
+
+    X, _ = make_blobs(300, n_features=5, centers=3, random_state=2)
+    threads = set()
+    fit = CCEClustering.fit
+
+    def spy(self, X, y=None):
+        threads.add((self.n_threads, threading.get_ident()))
+        return fit(self, X, y)
+
+    monkeypatch.setattr(CCEClustering, "fit", spy)
+    params = dict(n_clusters="auto", n_clusters_range=(2, 6), max_epochs=4, random_state=0)
+    alone = CCEClustering(n_threads=1, **params).fit(X)
+    assert {n for n, _ in threads} == {1}
+    threads.clear()
+    together = CCEClustering(n_threads=3, **params).fit(X)
+    # the candidates ran single-threaded on several threads, the final fit with n_threads=3
+    assert len({t for n, t in threads if n == 1}) > 1 and (3, threading.get_ident()) in threads
+    assert together.n_clusters_scores_ == alone.n_clusters_scores_
+    np.testing.assert_array_equal(together.labels_, alone.labels_)

@@ -375,7 +375,7 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
     for i, (r, module) in enumerate(zip(runs, modules, strict=True)):
         module.to(cfg.device).load_state_dict(done[0][i])
         history = histories[i][: done[1]]
-        proba = infer_proba(module, X, prepared.inputs, cfg.device)
+        proba = infer_proba(module, X, prepared.inputs, cfg.device, normalised=source.table)
         score = mutual_information(proba)
         last = interrupted and i == len(runs) - 1  # the caller stops at an interrupted run
         prior = None if done[2][i] is None else batched.tracker.prior_of(i, done[2][i])

@@ -9,11 +9,15 @@ from skcce._engine._preprocess import Inputs
 
 
 @torch.inference_mode()
-def infer_proba(module, X, inputs: Inputs, device, layout=None, batch_size=1024) -> np.ndarray:
+def infer_proba(
+    module, X, inputs: Inputs, device, layout=None, batch_size=1024, normalised=None
+) -> np.ndarray:
     """Softmax of the module's logits over X, batch by batch; float64 rows summing to 1.
 
     Streams slices of X (views: nothing of X is copied beyond one batch) into one
-    preallocated (N, K) result.
+    preallocated (N, K) result. ``normalised``: the rows of X as :meth:`Inputs.batch` makes
+    them, already on ``device`` (a fit's normalised copy of flat features), sliced instead of
+    normalising X again (the same numbers: the normalisation is row-wise).
 
     Raises
     ------
@@ -26,7 +30,8 @@ def infer_proba(module, X, inputs: Inputs, device, layout=None, batch_size=1024)
     out = None
     for start in range(0, n, batch_size):
         rows = slice(start, start + batch_size)  # a view of X: no copy beyond the batch
-        logits = module(inputs.batch(X, rows, device, layout)).to(torch.float64)
+        xb = inputs.batch(X, rows, device, layout) if normalised is None else normalised[rows]
+        logits = module(xb).to(torch.float64)
         bad = ~torch.isfinite(logits).all(dim=1)
         if bool(bad.any()):
             first = (start + torch.nonzero(bad).flatten()[:5].cpu()).tolist()

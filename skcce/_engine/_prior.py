@@ -100,9 +100,8 @@ class PriorTracker:
         pseudo-labels (``labels``: one (B, K) tensor per restart, same B). Nothing happens
         when every prior is uniform."""
         if self.varies:
-            ybar = np.stack(
-                [y.detach().to("cpu", torch.float64).mean(dim=0).numpy() for y in labels]
-            )
+            stacked = torch.stack([y.detach() for y in labels])  # (R, B, K): one pass
+            ybar = stacked.to("cpu", torch.float64).mean(dim=1).numpy()
             self.update(ybar, labels[0].shape[0])
 
     def tensors(self, device):

@@ -9,8 +9,20 @@ module only applies it.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from functools import lru_cache
 
 import torch
+
+
+@lru_cache(maxsize=1)
+def _controller():
+    """One threadpoolctl controller for the process, as scikit-learn keeps one: building it
+    scans the loaded libraries (3 ms with torch and scikit-learn loaded, paid by every ``fit``
+    and every candidate of ``n_clusters="auto"`` before). The libraries that hold the pools
+    (torch's, NumPy's and scikit-learn's) are loaded when skcce is imported."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 @contextmanager
@@ -35,11 +47,9 @@ def thread_limit(n_threads):
     if n_threads is None:
         yield
         return
-    from threadpoolctl import threadpool_limits
-
     old = torch.get_num_threads()
     try:
-        with threadpool_limits(limits=int(n_threads)):
+        with _controller().limit(limits=int(n_threads)):
             torch.set_num_threads(int(n_threads))  # after the pools: torch's own wins
             yield
     finally:
