@@ -302,6 +302,7 @@ def test_auto_searches_a_sample_of_large_data(monkeypatch, tmp_path):
 @pytest.mark.parametrize("workers", [1, 3])
 def test_fit_all_keeps_each_candidates_warnings_apart(workers):
     import threading
+    import time
 
     from skcce._warn import warn
 
@@ -309,6 +310,7 @@ def test_fit_all_keeps_each_candidates_warnings_apart(workers):
 
     def fit_one(k):
         threads.add(threading.get_ident())
+        time.sleep(0.02)  # a fit takes time: the other threads take the next candidates
         warn(f"candidate {k}")  # skcce's: kept with its candidate
         warnings.warn("another library's", UserWarning, stacklevel=1)  # dropped
         return k * 10
@@ -338,7 +340,11 @@ def test_auto_search_on_threads_equals_the_search_one_at_a_time(monkeypatch):
     alone = CCEClustering(n_threads=1, **params).fit(X)
     assert {n for n, _ in threads} == {1}
     threads.clear()
+    import torch
+
+    state = torch.random.get_rng_state()
     together = CCEClustering(n_threads=3, **params).fit(X)
+    assert torch.equal(torch.random.get_rng_state(), state)  # no thread touched it
     # the candidates ran single-threaded on several threads, the final fit with n_threads=3
     assert len({t for n, t in threads if n == 1}) > 1 and (3, threading.get_ident()) in threads
     assert together.n_clusters_scores_ == alone.n_clusters_scores_

@@ -45,7 +45,8 @@ def build_linear(
             "flatten the features or use 'vgg4' / 'resnet18' for images."
         )
     (d,) = input_shape
-    # Build under a fork so nn.Linear's default init does not consume the global RNG.
-    with torch.random.fork_rng(devices=[]):
-        layer = nn.Linear(d, n_clusters)
+    # built without nn.Linear's default init (which draws from torch's global generator, and
+    # forking that generator is not thread-safe: n_clusters="auto" builds heads on several
+    # threads); init_linear_ then sets every parameter
+    layer = torch.nn.utils.skip_init(nn.Linear, d, n_clusters)
     return init_linear_(layer, generator=generator)
