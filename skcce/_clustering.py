@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from skcce import _n_clusters
 from skcce._advice import collapse_message
-from skcce._engine import _checkpoint
+from skcce._engine import _build, _checkpoint
 from skcce._engine._build import make_builder
 from skcce._engine._callbacks import NEAR_EMPTY, ProgressBar, SklearnCallbacks, small_clusters
 from skcce._engine._device import loadable_device, resolve_device
@@ -593,7 +593,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
-        build = make_builder(self.model, self.n_clusters, X, prepared, ctx, device, init)
+        # a candidate of n_clusters="auto" starts every restart from its own KMeans run: the
+        # search's agreement measures how restarts from independent starts agree
+        shared = None if getattr(self, "_independent_starts", False) else seeds
+        build = make_builder(self.model, self.n_clusters, X, prepared, ctx, device, init, shared)
         return _FitPlan(ctx, prepared, cfg, settings["n_init"], seeds, build, settings, linear)
 
     def _checkpoint_settings(self, plan):
@@ -689,7 +692,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         data = X if sample is None else X[sample]
         epochs = _n_clusters.search_epochs(self.max_epochs, len(data), self.batch_size, self.model)
         # a candidate is the final model when it was trained as a direct fit of its K would be
-        final = sample is None and epochs == self.max_epochs
+        # (not when a direct fit shares one KMeans start between its restarts: _build)
+        final = sample is None and epochs == self.max_epochs and not self._shares_start()
         tag = "" if final else (".search" if sample is None else ".sample")
         best, scores, k = None, {}, 1  # a range of K = 1 alone: nothing to search
         if high >= 2:
@@ -733,6 +737,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             candidate = clone(self).set_params(
                 n_clusters=k, n_init=n_init, max_epochs=epochs, checkpoint=path, **threads
             )
+            candidate._independent_starts = True  # read by _plan
             return candidate.fit(X)
 
         scores, best, best_score, best_warnings = {}, None, -1.0, []
@@ -744,6 +749,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             if scores[k] > best_score:
                 best, best_score, best_warnings = candidate, scores[k], caught
         return best, scores, best_warnings
+
+    def _shares_start(self) -> bool:
+        """Whether a fit's KMeans restarts share one start (``init="auto"`` on the linear
+        head, :data:`skcce._engine._build.SHARED_START`)."""
+        auto = isinstance(self.init, str) and self.init == "auto"
+        return _build.SHARED_START and auto and _defaults.is_linear(self.model)
 
     def _thread_count(self):
         """The thread count of ``n_threads`` (None: leave torch's setting alone)."""

@@ -207,10 +207,12 @@ def test_auto_checkpoints_each_k_and_resumes(tmp_path, blobs4):
     path = tmp_path / "run.pt"
     params = dict(n_clusters="auto", n_clusters_range=(3, 5), random_state=0, checkpoint=path)
     first = CCEClustering(**params).fit(X)
+    # the candidates (each restart from its own KMeans run), then the chosen K's direct fit
     assert sorted(p.name for p in tmp_path.glob("run.k*.pt")) == [
-        "run.k3.pt",
+        "run.k3.search.pt",
         "run.k4.pt",
-        "run.k5.pt",
+        "run.k4.search.pt",
+        "run.k5.search.pt",
     ]
     again = CCEClustering(**params).fit(X)  # every K resumes from its finished checkpoint
     np.testing.assert_array_equal(first.labels_, again.labels_)

@@ -8,10 +8,14 @@ import torch
 
 from skcce.models import build_model
 from skcce.models._defaults import restart_init
-from skcce.models._kmeans_init import head_from_centroids_, initial_centroids
+from skcce.models._kmeans_init import (
+    best_initial_centroids,
+    head_from_centroids_,
+    initial_centroids,
+)
 
 
-def make_builder(model, n_clusters, X, prepared, ctx, device, init):
+def make_builder(model, n_clusters, X, prepared, ctx, device, init, seeds=None):
     """``build(generator, run=None, seed=None) -> nn.Module``: a fresh network per restart.
 
     For a restart ``run`` the linear head starts as ``init`` says
@@ -36,12 +40,30 @@ def make_builder(model, n_clusters, X, prepared, ctx, device, init):
     init : str or ndarray
         "random", "kmeans", "auto-kmeans" (``init="auto"`` on the linear head) or validated
         centroids in the units of X.
+    seeds : ndarray, optional
+        The restarts' seeds. With "auto-kmeans" every KMeans restart starts from the same
+        head: the KMeans run of lowest inertia among those of the KMeans restarts' seeds
+        (:func:`skcce.models._kmeans_init.best_initial_centroids`; :data:`SHARED_START`);
+        without ``seeds`` each KMeans restart starts from its own run.
 
     Returns
     -------
     build : callable
     """
-    inits, state = {}, {"init": init}
+    inits, state = {}, {"init": init, "shared": None}
+
+    def start_of():  # (centroids, scale) of a KMeans restart, or None: random heads
+        if not (SHARED_START and seeds is not None and _auto(state["init"])):
+            return None
+        if state["shared"] is None:
+            runs = [r for r in range(len(seeds)) if restart_init(state["init"], r) == "kmeans"]
+            cpu = torch.device("cpu")
+            result = best_initial_centroids(
+                lambda idx: prepared.inputs.raw(X, idx, cpu).numpy(),
+                X.shape[0], n_clusters, [int(seeds[r]) for r in runs], explicit=False,
+            )  # fmt: skip
+            state["shared"] = ("none",) if result is None else ("start", result)
+        return state["shared"]
 
     def build(generator, run=None, seed=None):
         net = copy.deepcopy(model) if isinstance(model, torch.nn.Module) else model
@@ -50,7 +72,9 @@ def make_builder(model, n_clusters, X, prepared, ctx, device, init):
             return module
         used = restart_init(state["init"], run)
         if used != "random":
-            used = init_head(module, X, prepared.inputs, state["init"], seed, ctx, device)
+            used = init_head(
+                module, X, prepared.inputs, state["init"], seed, ctx, device, start_of()
+            )
             if used == "random":  # "auto" on too few distinct rows: random heads from now on
                 state["init"] = "random"
         inits[run] = used
@@ -60,26 +84,41 @@ def make_builder(model, n_clusters, X, prepared, ctx, device, init):
     return build
 
 
-def init_head(module, X, inputs, init, seed, ctx, device):
+#: ``init="auto"`` on the linear head: every KMeans restart starts from the best (lowest
+#: inertia) of the KMeans restarts' KMeans runs, as KMeans(n_init) keeps its best run, at the
+#: same cost (docs/benchmarks.md, "Ordinary data: what changed"). False: each from its own.
+SHARED_START = True
+
+
+def _auto(init) -> bool:
+    return isinstance(init, str) and init == "auto-kmeans"
+
+
+def init_head(module, X, inputs, init, seed, ctx, device, start=None):
     """Set the linear head to the soft KMeans assignment of the restart's centroids.
 
-    Returns the init used: "kmeans", "array" (the user's centroids) or "random" (``"auto"``
-    fell back: the data hold fewer distinct rows than clusters).
+    ``start``: ``("start", (centroids, scale))`` to use instead of the restart's own KMeans
+    run, ``("none",)`` when the shared run found too few distinct rows (None: the restart's
+    own run). Returns the init used: "kmeans", "array" (the user's centroids) or "random"
+    (``"auto"`` fell back: the data hold fewer distinct rows than clusters).
     """
     cpu = torch.device("cpu")
-    explicit = not (isinstance(init, str) and init == "auto-kmeans")
+    explicit = not _auto(init)
     if isinstance(init, str):
         init = "kmeans"
     else:  # user centroids, in the normalised input space
         init = inputs.raw(init, slice(None), cpu).double().numpy()
-    result = initial_centroids(
-        lambda idx: inputs.raw(X, idx, cpu).numpy(),
-        X.shape[0],
-        module.out_features,  # the linear head: one output per cluster
-        init,
-        seed,
-        explicit=explicit,
-    )
+    if start is not None:
+        result = start[1] if start[0] == "start" else None
+    else:
+        result = initial_centroids(
+            lambda idx: inputs.raw(X, idx, cpu).numpy(),
+            X.shape[0],
+            module.out_features,  # the linear head: one output per cluster
+            init,
+            seed,
+            explicit=explicit,
+        )
     result = ctx.broadcast(result, device)  # every rank starts from rank 0's head
     if result is None:
         return "random"
