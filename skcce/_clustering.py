@@ -142,8 +142,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         for the linear head, restarts alternate between ``"random"`` (the first, so a
         single restart is the random head) and ``"kmeans"``, and the comparison of the
         restarts picks (see ``n_init``; all ``"random"`` when X holds fewer distinct rows
-        than clusters); ``"random"`` for every other model. The measurements behind this
-        choice are in docs/benchmarks.md (``bench_embeddings``, ``bench_vs_kmeans``).
+        than clusters); the ``"kmeans"`` restarts all start from the best (lowest inertia)
+        of their own KMeans runs, as ``KMeans(n_init)`` keeps its best run (the candidates
+        of ``n_clusters="auto"`` keep one run each); ``"random"`` for every other model.
+        The measurements behind this choice are in docs/benchmarks.md
+        (``bench_embeddings``, ``bench_vs_kmeans``, ``bench_ordinary``).
         ``"kmeans"`` or an array with a non-linear model is a ``ValueError``.
     optimizer : {"auto", "sgd", "adam"}, default="auto"
         Optimiser of the network step. ``"auto"``: ``"sgd"`` for the linear head,

@@ -50,20 +50,11 @@ def make_builder(model, n_clusters, X, prepared, ctx, device, init, seeds=None):
     -------
     build : callable
     """
-    inits, state = {}, {"init": init, "shared": None}
-
-    def start_of():  # (centroids, scale) of a KMeans restart, or None: random heads
-        if not (SHARED_START and seeds is not None and _auto(state["init"])):
-            return None
-        if state["shared"] is None:
-            runs = [r for r in range(len(seeds)) if restart_init(state["init"], r) == "kmeans"]
-            cpu = torch.device("cpu")
-            result = best_initial_centroids(
-                lambda idx: prepared.inputs.raw(X, idx, cpu).numpy(),
-                X.shape[0], n_clusters, [int(seeds[r]) for r in runs], explicit=False,
-            )  # fmt: skip
-            state["shared"] = ("none",) if result is None else ("start", result)
-        return state["shared"]
+    inits, state = {}, {"init": init}
+    shared = None  # the KMeans restarts' seeds and, once computed, their shared start
+    if SHARED_START and seeds is not None and _auto(init):
+        runs = [r for r in range(len(seeds)) if restart_init(init, r) == "kmeans"]
+        shared = {"seeds": [int(seeds[r]) for r in runs]}
 
     def build(generator, run=None, seed=None):
         net = copy.deepcopy(model) if isinstance(model, torch.nn.Module) else model
@@ -72,9 +63,7 @@ def make_builder(model, n_clusters, X, prepared, ctx, device, init, seeds=None):
             return module
         used = restart_init(state["init"], run)
         if used != "random":
-            used = init_head(
-                module, X, prepared.inputs, state["init"], seed, ctx, device, start_of()
-            )
+            used = init_head(module, X, prepared.inputs, state["init"], seed, ctx, device, shared)
             if used == "random":  # "auto" on too few distinct rows: random heads from now on
                 state["init"] = "random"
         inits[run] = used
@@ -94,13 +83,14 @@ def _auto(init) -> bool:
     return isinstance(init, str) and init == "auto-kmeans"
 
 
-def init_head(module, X, inputs, init, seed, ctx, device, start=None):
+def init_head(module, X, inputs, init, seed, ctx, device, shared=None):
     """Set the linear head to the soft KMeans assignment of the restart's centroids.
 
-    ``start``: ``("start", (centroids, scale))`` to use instead of the restart's own KMeans
-    run, ``("none",)`` when the shared run found too few distinct rows (None: the restart's
-    own run). Returns the init used: "kmeans", "array" (the user's centroids) or "random"
-    (``"auto"`` fell back: the data hold fewer distinct rows than clusters).
+    ``shared``: ``{"seeds": [...]}`` of the fit's KMeans restarts; the head then starts from
+    the best of their KMeans runs (computed by the first restart that needs it and kept in
+    ``shared["start"]``) instead of the restart's own run. Returns the init used: "kmeans",
+    "array" (the user's centroids) or "random" (``"auto"`` fell back: the data hold fewer
+    distinct rows than clusters).
     """
     cpu = torch.device("cpu")
     explicit = not _auto(init)
@@ -108,17 +98,19 @@ def init_head(module, X, inputs, init, seed, ctx, device, start=None):
         init = "kmeans"
     else:  # user centroids, in the normalised input space
         init = inputs.raw(init, slice(None), cpu).double().numpy()
-    if start is not None:
-        result = start[1] if start[0] == "start" else None
+
+    def fetch(idx):
+        return inputs.raw(X, idx, cpu).numpy()
+
+    k = module.out_features  # the linear head: one output per cluster
+    if shared is not None and isinstance(init, str):
+        if "start" not in shared:
+            shared["start"] = best_initial_centroids(
+                fetch, X.shape[0], k, shared["seeds"], explicit=explicit
+            )
+        result = shared["start"]
     else:
-        result = initial_centroids(
-            lambda idx: inputs.raw(X, idx, cpu).numpy(),
-            X.shape[0],
-            module.out_features,  # the linear head: one output per cluster
-            init,
-            seed,
-            explicit=explicit,
-        )
+        result = initial_centroids(fetch, X.shape[0], k, init, seed, explicit=explicit)
     result = ctx.broadcast(result, device)  # every rank starts from rank 0's head
     if result is None:
         return "random"
