@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from skcce._engine._select import MIN_CONSENSUS
 from skcce._engine._threads import thread_limit
@@ -274,8 +275,6 @@ def search_workers(n_threads, linear: bool, on_cpu: bool, distributed: bool, ver
     """
     if not (linear and on_cpu) or distributed or verbose:
         return 1
-    import torch
-
     return max(1, int(n_threads or torch.get_num_threads()))
 
 
@@ -295,9 +294,11 @@ def fit_all(fit_one, ks, workers: int):
             return fit_one(k), caught
 
     if workers <= 1:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield from map(one, ks)
+        for k in ks:  # the filters are process-wide: changed around each fit, not across yields
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = one(k)
+            yield result
         return
     ks = list(ks)
     with warnings.catch_warnings():

@@ -351,3 +351,11 @@ def test_auto_search_on_threads_equals_the_search_one_at_a_time(monkeypatch):
     assert len({t for n, t in threads if n == 1}) > 1 and (3, threading.get_ident()) in threads
     assert together.n_clusters_scores_ == alone.n_clusters_scores_
     np.testing.assert_array_equal(together.labels_, alone.labels_)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_fit_all_restores_the_warning_filters_when_the_caller_stops(workers):
+    filters = list(warnings.filters)
+    fitted = _n_clusters.fit_all(lambda k: k, range(2, 6), workers)
+    assert next(fitted) == (2, [])  # the caller stops here (an error, a break)
+    assert warnings.filters == filters  # not left silenced while the generator waits
