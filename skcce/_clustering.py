@@ -732,7 +732,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             resolve_distributed(self.distributed).active,
             self.verbose,
         )
-        # on several threads each candidate runs single-threaded (a scope per thread)
+        # on several threads each candidate runs single-threaded, its solver too (fit_all
+        # holds the process-wide thread count at 1 around them)
         threads = {"n_threads": 1} if workers > 1 else {}
 
         def fit_one(k):

@@ -279,13 +279,16 @@ def search_workers(n_threads, linear: bool, on_cpu: bool, distributed: bool, ver
 
 
 def fit_all(fit_one, ks, workers: int):
-    """``fit_one(k)`` for every K of ``ks``, on ``workers`` threads: ``[(fitted, caught)]`` in
-    the order of ``ks``, ``caught`` the skcce warnings of that fit (:func:`skcce._warn.collected`).
+    """``fit_one(k)`` for every K of ``ks``, on ``workers`` threads: yields ``(fitted, caught)``
+    in the order of ``ks``, ``caught`` the skcce warnings of that fit
+    (:func:`skcce._warn.collected`).
 
     Warnings from other libraries during the fits are dropped (``warnings.catch_warnings``
-    cannot tell the threads apart). With several workers every fit runs with one torch and
-    BLAS thread, the largest K first (the longest fits start first); a fit's results do not
-    depend on the order or the threads (tested). With one worker the fits run in order and
+    cannot tell the threads apart). With several workers the pool runs inside one scope of
+    one torch and BLAS thread (torch's count is process-wide: each fit's own scope then sets
+    and restores the same value, so no fit changes another's mid-way), the largest K first (the
+    longest fits start first); a fit's results do not depend on the order or the threads
+    (tested). With one worker the fits run in order and
     lazily (a caller can report each as it ends).
     """
 

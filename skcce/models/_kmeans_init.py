@@ -163,6 +163,14 @@ def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int, n_iter: int = LL
     return km.fit(Z).cluster_centers_.astype(np.float64)
 
 
+def _squared_distances(Z, centroids) -> np.ndarray:
+    """(m, K) squared Euclidean distances of the rows Z to the centroids, in float64 (one
+    product; rounding may leave entries slightly below 0)."""
+    Z = np.asarray(Z, dtype=np.float64)
+    C = np.asarray(centroids, dtype=np.float64)
+    return (Z * Z).sum(axis=1, keepdims=True) - 2.0 * Z @ C.T + (C * C).sum(axis=1)
+
+
 def _confidence_and_slope(d2: np.ndarray, scale: float) -> tuple[float, float]:
     r"""Mean largest soft assignment at stiffness ``scale`` and its derivative in ``log s``.
 
@@ -212,9 +220,7 @@ def soft_assignment_scale(Z: np.ndarray, centroids: np.ndarray, target=None):
     target = TARGET_CONFIDENCE if target is None else target
     if len(Z) > SCALE_SAMPLES:  # evenly spaced rows: Z may be sorted by anything
         Z = Z[np.linspace(0, len(Z) - 1, SCALE_SAMPLES).astype(np.intp)]
-    Z = np.asarray(Z, dtype=np.float64)
-    C = np.asarray(centroids, dtype=np.float64)
-    d2 = (Z * Z).sum(axis=1, keepdims=True) - 2.0 * Z @ C.T + (C * C).sum(axis=1)
+    d2 = _squared_distances(Z, centroids)
     d2 = np.maximum(d2 - d2.min(axis=1, keepdims=True), 0.0)  # shift-invariant per row
     spread = float(np.median(d2[d2 > 0])) if (d2 > 0).any() else 1.0
     lo, hi = np.log(1e-6 / spread), np.log(1e6 / spread)
@@ -342,10 +348,7 @@ def inertia(Z: np.ndarray, centroids: np.ndarray) -> float:
     >>> inertia(np.array([[0.0], [1.0], [3.0]]), np.array([[0.0], [3.0]]))
     1.0
     """
-    Z = np.asarray(Z, dtype=np.float64)
-    C = np.asarray(centroids, dtype=np.float64)
-    d2 = (Z * Z).sum(axis=1, keepdims=True) - 2.0 * Z @ C.T + (C * C).sum(axis=1)
-    return float(np.maximum(d2.min(axis=1), 0.0).sum())
+    return float(np.maximum(_squared_distances(Z, centroids).min(axis=1), 0.0).sum())
 
 
 def best_initial_centroids(fetch, n_samples: int, n_clusters: int, seeds, *, explicit=True):
