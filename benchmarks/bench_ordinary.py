@@ -70,6 +70,7 @@ CANDIDATES = {
     "weight_decay=0.1": {"weight_decay": 0.1},  # the decay before issue 24, at every dimension
     "weight_decay=0.01": {"weight_decay": 0.01},
     "prior=None": {"prior": None},
+    "whiten=True": {"whiten": True},  # within-cluster whitening (off by default)
 }
 
 

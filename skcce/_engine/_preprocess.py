@@ -82,6 +82,10 @@ class Inputs:
         Flat features: per-feature centre and the global scale (the same value for every
         feature), float64, in units of ``X / scale``. Images: per-channel mean and standard
         deviation (float32) of the image values (uint8 images divided by 255 first).
+    whiten : numpy.ndarray or None
+        Flat features with ``CCEClustering(whiten=True)``: the (n_features, n_features) map
+        that every normalised row is multiplied by (:mod:`skcce._engine._whiten`); None
+        otherwise.
     scale : float
         A power of two (exact division) that every non-uint8 input is divided by first.
         Flat features: about the largest ``|x|`` seen in fit, so that the statistics and
@@ -102,6 +106,7 @@ class Inputs:
     mean: np.ndarray
     std: np.ndarray
     scale: float = 1.0  # class default: models pickled before it existed load unchanged
+    whiten: np.ndarray | None = None  # likewise
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __getstate__(self):
@@ -131,12 +136,16 @@ class Inputs:
             z -= m_hi
             z *= inv
             z -= c
+            if self.whiten is not None:
+                z = z @ self._whiten_as(np.float32)
             return torch.from_numpy(z).to(device=device)
         block = X[idx]  # a view for a slice, a batch-sized copy for an index array
         if self.layout == "flat":
             z = np.multiply(block, 1.0 / self.scale, dtype=np.float64, order="C")  # our own
             z -= self.mean
             z /= self.std
+            if self.whiten is not None:
+                z = z @ self.whiten
             with np.errstate(over="ignore"):  # far outside the fit's range: inf, which
                 z = z.astype(np.float32)  # predict_proba reports as such
             return torch.from_numpy(z).to(device=device)
@@ -152,6 +161,13 @@ class Inputs:
         elif layout == "nhwc":
             xb = xb.permute(0, 3, 1, 2)
         return xb / 255.0 if X.dtype == np.uint8 else xb
+
+    def _whiten_as(self, dtype):
+        """The whitening map in ``dtype`` (cached)."""
+        key = ("whiten", np.dtype(dtype).str)
+        if key not in self._cache:
+            self._cache[key] = np.ascontiguousarray(self.whiten, dtype=dtype)
+        return self._cache[key]
 
     def _flat32(self, dtype):
         """Constants of the float32 normalisation of float32 flat features, or None.

@@ -189,6 +189,12 @@ def _add_arguments(parser):
     parser.add_argument(
         "--lam", type=float, default=None, help="CCEClustering's lam (fairness weight)"
     )
+    parser.add_argument(
+        "--whiten",
+        action="store_true",
+        help="CCEClustering's whiten=True: train in the clusters' shared covariance (helps "
+        "low-dimensional features with elongated clusters; see the user guide)",
+    )
     parser.add_argument("--random-state", type=int, default=None, help="seed for reproducibility")
     parser.add_argument("--verbose", "-v", action="count", default=0, help="show progress")
     parser.add_argument(
@@ -363,6 +369,8 @@ def _clustering(args):
         cluster_params["n_clusters_range"] = args.n_clusters_range
     if args.lam is not None:
         cluster_params["lam"] = args.lam
+    if args.whiten:
+        cluster_params["whiten"] = True
     return CCEClustering(**cluster_params)
 
 
