@@ -5,7 +5,6 @@ import pickle
 
 import numpy as np
 import pytest
-import torch
 from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
 
@@ -15,14 +14,6 @@ from skcce.cli.cluster import cluster_main
 from skcce.metrics import clustering_accuracy
 
 SHEAR = np.array([[0.6, -0.6], [-0.4, 0.8]])  # scikit-learn's gallery transform
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _sheared(seed=2, n=1500):
