@@ -42,7 +42,7 @@ def test_inverse_root_whitens_the_covariance():
     rng = np.random.RandomState(0)
     M = rng.randn(6, 6)
     cov = M @ M.T + 0.1 * np.eye(6)
-    A = inverse_root(cov)
+    A = inverse_root(cov, floor=1e-12)
     np.testing.assert_allclose(A.T @ cov @ A, np.eye(6), atol=1e-8)
     np.testing.assert_allclose(A, A.T, atol=1e-12)
 
@@ -151,3 +151,32 @@ def test_whiten_with_n_clusters_auto():
     assert set(est.n_clusters_scores_) == {2, 3, 4}
     assert est.whitening_.shape == (2, 2)
     assert est.predict_proba(X).shape == (600, est.n_clusters_)
+
+
+@pytest.mark.parametrize(
+    "X",
+    [
+        np.r_[np.zeros(20), np.ones(20)][:, None],  # two point masses: no spread within
+        np.r_[np.zeros((5, 2)), np.ones((5, 2))],  # fewer distinct rows than clusters
+        np.ones((6, 3)),  # every row the same
+    ],
+)
+@pytest.mark.filterwarnings("ignore")
+def test_whiten_degenerate_spread_keeps_the_rows_apart(X):
+    k = 3 if len(X) == 10 else 2
+    plain = CCEClustering(n_clusters=k, random_state=0, n_init=1).fit(X)
+    white = CCEClustering(n_clusters=k, random_state=0, n_init=1, whiten=True).fit(X)
+    assert np.isfinite(white.whitening_).all() and np.abs(white.whitening_).max() > 0
+    assert np.isfinite(white.predict_proba(X)).all()
+    # rows that differ stay in different clusters, as without whitening
+    assert len(np.unique(white.labels_)) == len(np.unique(plain.labels_))
+
+
+def test_whiten_bounds_a_constant_feature():
+    X, _ = _sheared(n=600)
+    X = np.c_[X, np.full(len(X), 3.0)]
+    est = CCEClustering(n_clusters=3, random_state=0, whiten=True, n_init=2).fit(X)
+    assert np.abs(est.whitening_).max() < 1e3
+    shifted = X.copy()
+    shifted[:, -1] += np.random.RandomState(0).randn(len(X)) * 0.01
+    assert np.mean(est.predict(shifted) == est.labels_) > 0.95

@@ -60,12 +60,17 @@ def pooled_within(Z: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return cov
 
 
-def inverse_root(cov: np.ndarray) -> np.ndarray:
+def inverse_root(cov: np.ndarray, floor: float) -> np.ndarray:
     """A map ``A`` with ``A.T @ cov @ A`` the identity (``cov ** -1/2``, symmetric); directions
-    of a variance below ``1e-12`` of the largest are scaled as if they had that variance."""
+    of a variance below ``floor`` (> 0) are scaled as if they had that variance.
+
+    Examples
+    --------
+    >>> inverse_root(np.diag([4.0, 0.0]), floor=0.25).tolist()
+    [[0.5, 0.0], [0.0, 2.0]]
+    """
     values, vectors = np.linalg.eigh(cov)
-    top = max(float(values.max()), np.finfo(np.float64).tiny)
-    values = np.maximum(values, 1e-12 * top)
+    values = np.maximum(values, floor)
     return (vectors / np.sqrt(values)) @ vectors.T
 
 
@@ -104,12 +109,18 @@ def within_whitening(Z: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
     """
     Z = np.asarray(Z, dtype=np.float64)
     Z = Z - Z.mean(axis=0)
+    # a direction the clusters do not spread along (a constant feature, clusters of identical
+    # rows) is scaled as if its within-cluster variance were a millionth of the features' mean
+    # variance, never blown up without bound
+    floor = 1e-6 * float(Z.var(axis=0).mean())
+    if floor <= 0:  # every row the same: nothing to whiten
+        return np.eye(Z.shape[1])
     k = min(n_clusters, len(np.unique(Z, axis=0)))
     whitened, A = Z, np.eye(Z.shape[1])
     for round_ in range(ROUNDS):
         kmeans = KMeans(k, n_init=10, random_state=seed + round_)
         labels = kmeans.fit_predict(whitened) if k > 1 else np.zeros(len(Z), dtype=np.int64)
-        A = inverse_root(pooled_within(Z, labels))
+        A = inverse_root(pooled_within(Z, labels), floor)
         whitened = Z @ A
     spread = float(np.sqrt(whitened.var(axis=0).mean()))
     return A / spread if spread > 0 else A
