@@ -616,8 +616,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
-        if self.whiten:  # every rank estimates the same map (the same rows, the same seed)
-            prepared.inputs.whiten = self._whitening(X, prepared.inputs, int(seeds[0]), linear)
+        if self.whiten:  # rank 0's map on every rank (a BLAS may round differently elsewhere)
+            whitening = self._whitening(X, prepared.inputs, int(seeds[0]), linear)
+            prepared.inputs.whiten = ctx.broadcast(whitening, device)
         # a candidate of n_clusters="auto" starts every restart from its own KMeans run: the
         # search's agreement measures how restarts from independent starts agree
         shared = None if getattr(self, "_independent_starts", False) else seeds

@@ -96,6 +96,7 @@ def _worker(rank, port, out):
         finally:
             CCEClustering._callbacks = hooks
         resumed = CCEClustering(**PARAMS, checkpoint=crash_ckpt).fit(_data())
+        white = CCEClustering(**PARAMS, whiten=True).fit(_data())
         torch.save(
             {
                 "rows": rows,
@@ -108,6 +109,8 @@ def _worker(rank, port, out):
                 "crashed": crashed,
                 "resumed_labels": resumed.labels_,
                 "resumed_weights": resumed.module_.state_dict(),
+                "white_labels": white.labels_,
+                "whitening": white.whitening_,
             },
             os.path.join(out, f"rank{rank}.pt"),
         )
@@ -192,6 +195,15 @@ def test_ddp_fit_equals_one_process_fit(ddp_run):
         assert torch.equal(ranks[1]["weights"][key], value)
     state = _checkpoint.load(out / "ddp.ckpt")
     assert state["complete"] and state["fingerprint"]["world_size"] == WORLD
+
+
+def test_ddp_whitening_is_rank_zeros_and_fits_as_one_process(ddp_run):
+    _, ranks = ddp_run
+    single = CCEClustering(**PARAMS, whiten=True).fit(_data())
+    for r in ranks:
+        np.testing.assert_array_equal(r["whitening"], ranks[0]["whitening"])
+        np.testing.assert_allclose(r["whitening"], single.whitening_, rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(r["white_labels"], single.labels_)
 
 
 def test_ddp_resume_reaches_the_uninterrupted_ddp_model(ddp_run):
