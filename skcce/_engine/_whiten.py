@@ -12,12 +12,13 @@ pooled covariance of its clusters (hard EM for a tied-covariance mixture): KMean
 normalised rows gives a partition, the within-cluster residuals give :math:`\\Sigma_w`
 (Ledoit-Wolf shrinkage, which keeps it invertible with few rows per dimension), KMeans again
 in the whitened space gives the next partition, :data:`ROUNDS` times. The map is applied to
-every normalised row the fit, ``predict`` and ``transform`` see (:class:`Inputs`), so that the
-fitted head is a linear head on the whitened features.
+every normalised row that ``fit``, ``predict``, ``predict_proba`` and ``score`` see
+(:class:`skcce._engine._preprocess.Inputs`), so that the fitted head is a linear head on the
+whitened features.
 
 Measured (docs/benchmarks.md, ``bench_ordinary``): it raises the accuracy on low-dimensional
 data with elongated clusters (anisotropic blobs, iris, breast cancer) by 0.03-0.13, and loses
-up to 0.1 on embeddings whose KMeans partition is far from the classes (the covariance of a
+up to 0.14 on embeddings whose KMeans partition is far from the classes (the covariance of a
 wrong partition pulls the clusters toward it), so it is off by default.
 """
 
