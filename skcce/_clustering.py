@@ -92,6 +92,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         fit with these parameters; the cost is measured in docs/benchmarks.md
         (``bench_select_k``). Above 5 000 samples the candidates are fitted on a random
         sample of 5 000 rows (drawn with ``random_state``) and the chosen K on all the rows.
+        On a long range (the default's 19 K) every K is first screened with 4 restarts and
+        only the 4 best are fitted with all of theirs (``skcce._n_clusters.screening``).
     n_clusters_range : tuple of (int, int), default=(2, 20)
         The smallest and largest K that ``n_clusters="auto"`` tries (ignored for an integer
         ``n_clusters``; like ``ngram_range`` and ``feature_range`` elsewhere in scikit-learn,
@@ -318,8 +320,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Rand index) times its label-free mutual information divided by ``log(K) ** 0.7``
         (``skcce._n_clusters.LOG_K_POWER``; at most ``log(K) ** 0.3``); 0 when the fit at
         K left a cluster with less than a tenth of ``n / K`` samples (above 5 000 samples,
-        of the fits on the search's sample). Plot it to overrule the choice (fit again with
-        an integer K).
+        of the fits on the search's sample). After a screening pass (a long range, see
+        ``n_clusters``) the K outside its 4 best keep their screening criterion (4 restarts,
+        whose agreement tends to be a little lower); the chosen K is the best of the curve
+        and always has all its restarts. Plot it to overrule the choice (fit again with an
+        integer K).
 
     See Also
     --------
@@ -757,7 +762,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         :func:`skcce._n_clusters.criterion` (the smallest K of equals), ``{K: criterion}``
         and the warnings of the best one's fit (the others' are dropped); ``tag`` is the
         checkpoints' suffix of candidates that are not final fits (shortened or on a
-        sample). The candidates run on :func:`skcce._n_clusters.search_workers` threads."""
+        sample). On a long range every K is first screened with fewer restarts and only
+        the best of the screening are fitted with ``n_init``
+        (:func:`skcce._n_clusters.screening`); until the best K of the curve is one of those,
+        it is fitted with ``n_init`` too. The candidates run on
+        :func:`skcce._n_clusters.search_workers` threads."""
         workers = _n_clusters.search_workers(
             self.n_threads,
             _defaults.is_linear(self.model),
@@ -769,23 +778,38 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         # holds the process-wide thread count at 1 around them)
         threads = {"n_threads": 1} if workers > 1 else {}
 
-        def fit_one(k):
-            path = _n_clusters.candidate_path(self.checkpoint, k, tag)
+        def fit_one(k, n_restarts=n_init, suffix=tag):
+            path = _n_clusters.candidate_path(self.checkpoint, k, suffix)
             candidate = clone(self).set_params(
-                n_clusters=k, n_init=n_init, max_epochs=epochs, checkpoint=path, **threads
+                n_clusters=k, n_init=n_restarts, max_epochs=epochs, checkpoint=path, **threads
             )
             candidate._independent_starts = True  # read by _plan
             return candidate.fit(X)
 
-        scores, best, best_score, best_warnings = {}, None, -1.0, []
-        fitted = _n_clusters.fit_all(fit_one, ks, workers)
-        for k, (candidate, caught) in zip(ks, fitted, strict=True):
-            scores[k] = _n_clusters.score_of(candidate)
+        def report(k, note=""):
             if self.verbose:
-                print(f"n_clusters={k}: criterion {scores[k]:.3f}", flush=True)
-            if scores[k] > best_score:
-                best, best_score, best_warnings = candidate, scores[k], caught
-        return best, scores, best_warnings
+                print(f"n_clusters={k}: criterion {scores[k]:.3f}{note}", flush=True)
+
+        ks, scores, full = list(ks), {}, {}  # full: K -> (candidate, warnings), all restarts
+        screen = _n_clusters.screening(n_init, len(ks))
+        todo = ks
+        if screen is not None:
+            fitted = _n_clusters.fit_all(
+                lambda k: fit_one(k, screen, f"{tag}.screen"), ks, workers
+            )
+            for k, (candidate, _) in zip(ks, fitted, strict=True):
+                scores[k] = _n_clusters.score_of(candidate)
+                report(k, f" (screening, {screen} restarts)")
+            todo = _n_clusters.shortlist(scores)
+        while todo:
+            fitted = _n_clusters.fit_all(fit_one, todo, workers)
+            for k, (candidate, caught) in zip(todo, fitted, strict=True):
+                scores[k], full[k] = _n_clusters.score_of(candidate), (candidate, caught)
+                report(k)
+            top = _n_clusters.best_k(scores)
+            todo = [] if top in full else [top]  # the curve's best always has all restarts
+        best, caught = full[_n_clusters.best_k(scores)]
+        return best, scores, caught
 
     def _shares_start(self) -> bool:
         """Whether a fit's KMeans restarts share one start (``init="auto"`` on the linear

@@ -23,7 +23,11 @@ cluster with less than :data:`UNSUPPORTED_SHARE` of an even share (``n / K``) di
 K groups (the fit emptied one) and scores 0. The candidates train for
 :data:`SEARCH_EPOCH_SHARE` of the epochs (:func:`search_epochs`) and the chosen K is then
 fitted again with the whole training; above :data:`SEARCH_ROWS` samples the candidates are
-fitted on a random sample of that many rows, and the chosen K on all of them. ``K = 1`` is
+fitted on a random sample of that many rows, and the chosen K on all of them. On a long range
+the search first *screens* every K with :data:`SCREEN_RESTARTS` restarts and fits only the
+:data:`SCREEN_KEEP` best again with all of them (:func:`screening`); the curve keeps the
+screening criterion of the others, and a K of the curve above every fully fitted one is fitted
+fully too, so the chosen K is always the best of the curve and has its full restarts. ``K = 1`` is
 never fitted: when the range starts at 1 it is chosen if no K of the range reaches
 :data:`STRUCTURE_FLOOR`; otherwise a warning says that no K stands out when the best one stays
 below it.
@@ -51,6 +55,16 @@ MIN_RESTARTS = MIN_CONSENSUS
 #: with 3 the exact K was found in 13 of 33 tuning runs, with 10 in 21, with 20 no more than
 #: with 10 (docs/user_guide.md, "Choosing the number of clusters").
 LINEAR_RESTARTS = 10
+#: Restarts of each candidate in the screening pass of a search (:func:`screening`): every K
+#: of the range is first fitted with this many restarts, and only the :data:`SCREEN_KEEP` best
+#: of that pass are fitted again with all the restarts. Replayed on bench_select_k's 15 sets,
+#: seeds 0-5 (90 searches, every candidate fitted with 4 and with 10 restarts): the K that the
+#: search with 10 restarts for every K chose was first of the 4-restart curve in 58 runs,
+#: second in 18, third in 9, fourth in 5, never lower (docs/benchmarks.md).
+SCREEN_RESTARTS = 4
+#: Candidates of the screening pass fitted again with all the restarts (the best of the
+#: screening curve; see :data:`SCREEN_RESTARTS`).
+SCREEN_KEEP = 4
 #: A cluster below this share of an even split (``n / K``) means the fit did not find K groups.
 UNSUPPORTED_SHARE = 0.1
 #: The search fits its candidates on at most this many rows (a random sample of larger data,
@@ -164,6 +178,49 @@ def restarts(n_init, model) -> int:
             )
         return int(n_init)
     return LINEAR_RESTARTS if _defaults.is_linear(model) else MIN_RESTARTS
+
+
+def screening(n_restarts: int, n_candidates: int) -> int | None:
+    """Restarts of the screening pass of a search, or None when it would not save work.
+
+    Screening fits every candidate with :data:`SCREEN_RESTARTS` restarts and the
+    :data:`SCREEN_KEEP` best again with ``n_restarts``; it is used when that is fewer
+    restarts in all than ``n_restarts`` for every candidate.
+
+    Examples
+    --------
+    >>> screening(10, 19)  # K = 2 .. 20: 4 x 19 + 10 x 4 = 116 restarts instead of 190
+    4
+    >>> screening(10, 5), screening(3, 19)  # 4 x 5 + 10 x 4 > 50; 3 restarts: nothing to cut
+    (None, None)
+    """
+    if n_restarts <= SCREEN_RESTARTS:
+        return None
+    screened = SCREEN_RESTARTS * n_candidates + n_restarts * SCREEN_KEEP
+    return SCREEN_RESTARTS if screened < n_restarts * n_candidates else None
+
+
+def shortlist(scores: dict, keep: int = SCREEN_KEEP) -> list:
+    """The ``keep`` K of the highest criterion in ``scores`` (ties: the smaller K), in
+    increasing order.
+
+    Examples
+    --------
+    >>> shortlist({2: 0.5, 3: 0.9, 4: 0.7, 5: 0.7}, keep=2)
+    [3, 4]
+    """
+    return sorted(sorted(scores, key=lambda k: (-scores[k], k))[:keep])
+
+
+def best_k(scores: dict) -> int:
+    """The K of the highest criterion, the smaller of equals.
+
+    Examples
+    --------
+    >>> best_k({2: 0.5, 3: 0.9, 4: 0.9})
+    3
+    """
+    return max(scores, key=lambda k: (scores[k], -k))
 
 
 def search_epochs(max_epochs: int, n_rows: int, batch_size, model) -> int:
@@ -314,7 +371,7 @@ def fit_all(fit_one, ks, workers: int):
 def choose(scores: dict, low: int):
     """The chosen K from the curve ``scores``; 1 when the range starts at 1 and no K reaches
     :data:`STRUCTURE_FLOOR` (a :class:`NoStructureWarning` otherwise)."""
-    k = max(scores, key=lambda key: (scores[key], -key))
+    k = best_k(scores)
     if scores[k] >= STRUCTURE_FLOOR:
         return k
     if low == 1:
