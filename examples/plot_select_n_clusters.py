@@ -9,7 +9,9 @@ groups) times the crispness of the kept clustering (its label-free mutual inform
 :math:`(\\log K)^{0.7}`, a little less than its maximum :math:`\\log K`, so that equally
 crisp finer partitions score a little more). A K whose fit emptied a cluster scores 0. The
 chosen number is ``n_clusters_``; the whole curve is ``n_clusters_scores_`` (K → criterion),
-so that it can be plotted, compared and overruled.
+so that it can be plotted, compared and overruled. On a range of seven K or more the search
+first screens every K with 4 restarts and fits only the 4 best again with all of theirs; the
+others keep their screening value, and ``n_clusters_restarts_`` says which K is which.
 
 This example searches K = 2..10 on two data sets whose number of classes is known: five
 Gaussian blobs in 20 dimensions, and scikit-learn's wine data (13 chemical measurements of
@@ -58,14 +60,22 @@ for name, (X, y) in datasets.items():
 # The curves
 # ----------
 # Each curve is ``n_clusters_scores_``; the star marks ``n_clusters_``, the K with the highest
-# criterion. A flat curve or a second K almost as high says that the data support more than
-# one answer; a curve that stays low everywhere (below 0.25) means that no K stands out, and
-# ``fit`` warns (``skcce._n_clusters.NoStructureWarning``; with ``n_clusters_range=(1, ...)``
-# K = 1 is the answer instead).
+# criterion; hollow points are K left at the screening pass. A flat curve or a second K almost
+# as high says that the data support more than one answer; a curve that stays low everywhere
+# (below 0.25) means that no K stands out, and ``fit`` warns
+# (``skcce._n_clusters.NoStructureWarning``; with ``n_clusters_range=(1, ...)`` K = 1 is the
+# answer instead).
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
 for ax, (name, cce) in zip(axes, fitted.items(), strict=True):
     ks = sorted(cce.n_clusters_scores_)
     ax.plot(ks, [cce.n_clusters_scores_[k] for k in ks], marker="o", label="criterion")
+    most = max(cce.n_clusters_restarts_.values())
+    screened = [k for k in ks if cce.n_clusters_restarts_[k] < most]
+    if screened:  # hollow: the value of the screening pass (fewer restarts)
+        ax.plot(
+            screened, [cce.n_clusters_scores_[k] for k in screened], marker="o",
+            markerfacecolor="white", linestyle="none", color="C0", label="screening only",
+        )  # fmt: skip
     k = cce.n_clusters_
     ax.plot(
         [k], [cce.n_clusters_scores_[k]], marker="*", markersize=18, linestyle="none",

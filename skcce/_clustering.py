@@ -322,9 +322,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         K left a cluster with less than a tenth of ``n / K`` samples (above 5 000 samples,
         of the fits on the search's sample). After a screening pass (a long range, see
         ``n_clusters``) the K outside its 4 best keep their screening criterion (4 restarts,
-        whose agreement tends to be a little lower); the chosen K is the best of the curve
-        and always has all its restarts. Plot it to overrule the choice (fit again with an
-        integer K).
+        whose agreement tends to be a little lower; ``n_clusters_restarts_`` says which);
+        the chosen K is the best of the curve and always has all its restarts. Plot it to
+        overrule the choice (fit again with an integer K).
+    n_clusters_restarts_ : dict of int to int
+        Only with ``n_clusters="auto"``: for every K of ``n_clusters_scores_``, the number
+        of restarts its criterion was measured on (4 for a K left at the screening pass,
+        the search's full number otherwise).
 
     See Also
     --------
@@ -736,10 +740,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         # (not when a direct fit shares one KMeans start between its restarts: _build)
         final = sample is None and epochs == self.max_epochs and not self._shares_start()
         tag = "" if final else (".search" if sample is None else ".sample")
-        best, scores, k = None, {}, 1  # a range of K = 1 alone: nothing to search
+        best, scores, k, used = None, {}, 1, {}  # a range of K = 1 alone: nothing to search
         if high >= 2:
             ks = range(max(low, 2), high + 1)
-            best, scores, caught = self._search_k(data, ks, n_init, epochs, tag=tag)
+            best, scores, used, caught = self._search_k(data, ks, n_init, epochs, tag=tag)
             k = _n_clusters.choose(scores, low)
             if final:
                 _n_clusters.replay(caught)  # the kept fit's warnings
@@ -754,13 +758,15 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             if key.endswith("_") and not key.startswith("_") or key == "_inputs":
                 setattr(self, key, value)
         self.n_clusters_scores_ = scores
+        self.n_clusters_restarts_ = used
         return self
 
     def _search_k(self, X, ks, n_init, epochs, tag=""):
-        """``(best, scores, caught)``: a fit for every K of ``ks`` (clones of this
+        """``(best, scores, restarts, caught)``: a fit for every K of ``ks`` (clones of this
         estimator with ``n_init`` restarts of ``epochs`` epochs), the one with the best
-        :func:`skcce._n_clusters.criterion` (the smallest K of equals), ``{K: criterion}``
-        and the warnings of the best one's fit (the others' are dropped); ``tag`` is the
+        :func:`skcce._n_clusters.criterion` (the smallest K of equals), ``{K: criterion}``,
+        ``{K: restarts behind its criterion}`` and the warnings of the best one's fit (the
+        others' are dropped); ``tag`` is the
         checkpoints' suffix of candidates that are not final fits (shortened or on a
         sample). On a long range every K is first screened with fewer restarts and only
         the best of the screening are fitted with ``n_init``
@@ -790,7 +796,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             if self.verbose:
                 print(f"n_clusters={k}: criterion {scores[k]:.3f}{note}", flush=True)
 
-        ks, scores, full = list(ks), {}, {}  # full: K -> (candidate, warnings), all restarts
+        ks, scores, used = list(ks), {}, {}
+        full = {}  # K -> (candidate, its warnings): the candidates with all the restarts
         screen = _n_clusters.screening(n_init, len(ks))
         todo = ks
         if screen is not None:
@@ -798,18 +805,19 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 lambda k: fit_one(k, screen, f"{tag}.screen"), ks, workers
             )
             for k, (candidate, _) in zip(ks, fitted, strict=True):
-                scores[k] = _n_clusters.score_of(candidate)
+                scores[k], used[k] = _n_clusters.score_of(candidate), screen
                 report(k, f" (screening, {screen} restarts)")
             todo = _n_clusters.shortlist(scores)
         while todo:
             fitted = _n_clusters.fit_all(fit_one, todo, workers)
             for k, (candidate, caught) in zip(todo, fitted, strict=True):
-                scores[k], full[k] = _n_clusters.score_of(candidate), (candidate, caught)
+                scores[k], used[k] = _n_clusters.score_of(candidate), n_init
+                full[k] = candidate, caught
                 report(k)
             top = _n_clusters.best_k(scores)
             todo = [] if top in full else [top]  # the curve's best always has all restarts
         best, caught = full[_n_clusters.best_k(scores)]
-        return best, scores, caught
+        return best, scores, used, caught
 
     def _shares_start(self) -> bool:
         """Whether a fit's KMeans restarts share one start (``init="auto"`` on the linear
@@ -877,7 +885,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.augment_ = settings["augment"]
         self.n_init_ = int(plan.n_init)
         self.n_clusters_ = int(self.n_clusters)
-        self.__dict__.pop("n_clusters_scores_", None)  # an earlier "auto" fit's curve
+        # an earlier "auto" fit's curve
+        for name in ("n_clusters_scores_", "n_clusters_restarts_"):
+            self.__dict__.pop(name, None)
         diverged = list(restarts.diverged)
         if diverged:
             warn(

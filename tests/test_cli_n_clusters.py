@@ -193,13 +193,17 @@ def test_image_report_without_matplotlib_keeps_the_table(tmp_path, monkeypatch):
     for i in range(4):
         paths.append(str(tmp_path / f"{i}.png"))
         Image.new("RGB", (8, 8), "red").save(paths[-1])
-    scores = {2: 0.91, 3: 0.4}
+    scores = {2: 0.91, 3: 0.4, 4: 0.3}
     index = write_image_report(
-        tmp_path / "report", paths, [0, 0, 1, 1], [1, 1, 1, 1], 2, n_clusters_scores=scores
-    )
+        tmp_path / "report", paths, [0, 0, 1, 1], [1, 1, 1, 1], 2, n_clusters_scores=scores,
+        n_clusters_restarts={2: 10, 3: 10, 4: 4},
+    )  # fmt: skip
     page = open(index).read()
     assert "K = 2, chosen from the data" in page and "pip install skcce[report]" in page
     assert '<tr class="chosen"><td>2</td><td>0.910</td>' in page
+    # K = 4 kept the screening pass's criterion; K = 3 was fitted with every restart
+    assert "<tr><td>4</td><td>0.300</td><td>screening only (4 restarts)</td></tr>" in page
+    assert "<tr><td>3</td><td>0.400</td><td></td></tr>" in page
     assert not (tmp_path / "report" / "n_clusters.png").exists()
 
 

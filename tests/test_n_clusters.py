@@ -118,6 +118,7 @@ def test_auto_finds_four_blobs(auto_fit, blobs4):
     assert est.n_clusters_ == 4
     assert sorted(est.n_clusters_scores_) == [2, 3, 4, 5, 6]
     assert max(est.n_clusters_scores_, key=est.n_clusters_scores_.get) == 4
+    assert est.n_clusters_restarts_ == dict.fromkeys(range(2, 7), 10)  # 5 K: no screening
     assert est.predict_proba(X).shape == (len(X), 4)
     assert len(np.unique(est.labels_)) == 4
     assert adjusted_rand_score(y, est.predict(X)) > 0.95
@@ -134,10 +135,10 @@ def test_auto_result_is_the_chosen_k_fit(auto_fit, blobs4):
 def test_integer_n_clusters_sets_n_clusters_only(blobs4):
     X, _ = blobs4
     est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 3), random_state=0).fit(X)
-    assert hasattr(est, "n_clusters_scores_")
+    assert hasattr(est, "n_clusters_scores_") and hasattr(est, "n_clusters_restarts_")
     est.set_params(n_clusters=3, n_init=1, max_epochs=2).fit(X)  # no stale curve after
     assert est.n_clusters_ == 3
-    assert not hasattr(est, "n_clusters_scores_")
+    assert not hasattr(est, "n_clusters_scores_") and not hasattr(est, "n_clusters_restarts_")
 
 
 def test_auto_on_noise_answers_one_cluster_or_warns():
@@ -359,3 +360,96 @@ def test_fit_all_restores_the_warning_filters_when_the_caller_stops(workers):
     fitted = _n_clusters.fit_all(lambda k: k, range(2, 6), workers)
     assert next(fitted) == (2, [])  # the caller stops here (an error, a break)
     assert warnings.filters == filters  # not left silenced while the generator waits
+
+
+# ----------------------------------------------------------------------------- screening
+
+
+def test_screening_only_where_it_saves_restarts():
+    assert _n_clusters.screening(10, 19) == _n_clusters.SCREEN_RESTARTS
+    for n_restarts, n_candidates in [(10, 5), (4, 19), (3, 19), (5, 19)]:
+        # 4 x 5 + 10 x 4 > 10 x 5; too few restarts to screen with fewer
+        assert _n_clusters.screening(n_restarts, n_candidates) is None
+    for n_restarts, n_candidates in [(10, 7), (20, 19), (6, 40)]:
+        screen = _n_clusters.screening(n_restarts, n_candidates)
+        assert screen is not None
+        assert screen * n_candidates + n_restarts * _n_clusters.SCREEN_KEEP < (
+            n_restarts * n_candidates
+        )
+
+
+def test_shortlist_and_best_k_break_ties_to_the_smaller_k():
+    scores = {2: 0.2, 3: 0.9, 4: 0.5, 5: 0.9, 6: 0.5, 7: 0.1}
+    assert _n_clusters.shortlist(scores, keep=3) == [3, 4, 5]
+    assert _n_clusters.best_k(scores) == 3
+    assert _n_clusters.shortlist(scores, keep=10) == [2, 3, 4, 5, 6, 7]
+
+
+def _spy_fits(monkeypatch):
+    seen = []
+    fit = CCEClustering.fit
+
+    def spy(self, X, y=None):
+        seen.append((self.n_clusters, self.n_init))
+        return fit(self, X, y)
+
+    monkeypatch.setattr(CCEClustering, "fit", spy)
+    return seen
+
+
+def test_auto_screens_a_long_range_then_fits_the_best_with_every_restart(
+    monkeypatch, tmp_path, blobs4
+):
+    X, y = blobs4
+    seen = _spy_fits(monkeypatch)
+    ckpt = tmp_path / "run.pt"
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 12), random_state=0,
+                        checkpoint=ckpt).fit(X)  # fmt: skip
+    screen, keep = _n_clusters.SCREEN_RESTARTS, _n_clusters.SCREEN_KEEP
+    ks = list(range(2, 13))
+    calls = seen[1:]  # seen[0]: the "auto" fit itself
+    assert sorted(k for k, n in calls[: len(ks)]) == ks
+    assert {n for k, n in calls[: len(ks)]} == {screen}
+    full = [k for k, n in calls[len(ks) : -1]]
+    assert {n for k, n in calls[len(ks) : -1]} == {10} and len(full) >= keep
+    assert calls[-1] == (est.n_clusters_, "auto")  # the chosen K as a direct fit
+    curve = est.n_clusters_scores_
+    assert sorted(curve) == ks
+    assert est.n_clusters_ == 4 == max(curve, key=curve.get) and 4 in full
+    assert est.n_clusters_restarts_ == {k: 10 if k in full else screen for k in ks}
+    assert adjusted_rand_score(y, est.labels_) > 0.95
+    names = {p.name for p in tmp_path.glob("run.k*.pt")}
+    assert {f"run.k{k}.search.screen.pt" for k in ks} <= names
+    assert {f"run.k{k}.search.pt" for k in full} <= names
+    # the fully fitted K score as the unscreened search scores them (the same candidates)
+    monkeypatch.setattr(_n_clusters, "SCREEN_KEEP", len(ks))  # screening saves nothing: off
+    (tmp_path / "plain").mkdir()
+    plain = CCEClustering(n_clusters="auto", n_clusters_range=(2, 12), random_state=0,
+                          checkpoint=tmp_path / "plain" / "run.pt").fit(X)  # fmt: skip
+    assert plain.n_clusters_restarts_ == dict.fromkeys(ks, 10)
+    assert {k: plain.n_clusters_scores_[k] for k in full} == {k: curve[k] for k in full}
+    assert plain.n_clusters_ == est.n_clusters_
+    np.testing.assert_array_equal(plain.labels_, est.labels_)
+
+
+def test_auto_fits_fully_a_screened_k_that_beats_every_fully_fitted_one(monkeypatch):
+    # scores rigged by restarts: the screening ranks K = 2..5 first, their full fits score
+    # low, so K = 6 (screened out, 0.5) leads the curve and must be fitted fully and chosen
+    X, _ = make_blobs(300, n_features=5, centers=3, random_state=0)
+
+    def score_of(fitted):
+        k = fitted.n_clusters_
+        if fitted.n_init_ == _n_clusters.SCREEN_RESTARTS:
+            return {2: 0.9, 3: 0.8, 4: 0.7, 5: 0.6, 6: 0.5}.get(k, 0.1)
+        return 0.55 if k == 6 else 0.3
+
+    monkeypatch.setattr(_n_clusters, "score_of", score_of)
+    seen = _spy_fits(monkeypatch)
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 10), max_epochs=2,
+                        random_state=0).fit(X)  # fmt: skip
+    full = sorted(k for k, n in seen[1:-1] if n == 10)  # threads: any order within a pass
+    assert full == [2, 3, 4, 5, 6]
+    assert est.n_clusters_ == 6 and est.n_clusters_scores_[6] == 0.55
+    assert est.n_clusters_scores_[7] == 0.1  # screened out, its screening criterion kept
+    assert est.n_clusters_restarts_[7] == _n_clusters.SCREEN_RESTARTS
+    assert est.n_clusters_restarts_[6] == 10

@@ -208,10 +208,11 @@ def _curve_figure(path, scores, chosen):
     fig.savefig(path)
 
 
-def _n_clusters_section(out_dir, scores, chosen, *, need_figure):
+def _n_clusters_section(out_dir, scores, chosen, *, need_figure, restarts=None):
     """HTML saying which K ``-k auto`` chose, with the curve (``n_clusters.png``) and a table
     of ``scores``; ``""`` for an integer K (``scores`` None). Without matplotlib the figure is
-    left out unless ``need_figure`` (then the ImportError propagates)."""
+    left out unless ``need_figure`` (then the ImportError propagates). ``restarts``
+    (``{K: restarts}``) marks the K left at the screening pass."""
     path = os.path.join(out_dir, CURVE_FILE)
     if scores is None:
         if os.path.exists(path):  # ours, from an earlier -k auto report in this folder
@@ -233,10 +234,20 @@ def _n_clusters_section(out_dir, scores, chosen, *, need_figure):
         why = "the K with the highest criterion"
     else:
         why = "no K of the range had a criterion high enough to show cluster structure"
+    restarts = {int(k): int(v) for k, v in (restarts or {}).items()}
+    most = max(restarts.values(), default=0)
+
+    def note(k):
+        if k == chosen:
+            return "chosen"
+        if restarts.get(k, most) < most:
+            return f"screening only ({restarts[k]} restarts)"
+        return ""
+
+    chosen_row = ' class="chosen"'
     rows = "".join(
-        f'<tr class="chosen"><td>{k}</td><td>{v:.3f}</td><td>chosen</td></tr>'
-        if k == chosen
-        else f"<tr><td>{k}</td><td>{v:.3f}</td><td></td></tr>"
+        f"<tr{chosen_row if k == chosen else ''}><td>{k}</td><td>{v:.3f}</td>"
+        f"<td>{note(k)}</td></tr>"
         for k, v in sorted(scores.items())
     )
     return (
@@ -282,7 +293,7 @@ def _thumbnail(path, target):
 
 def write_image_report(
     out_dir, paths, labels, confidence, n_clusters, *, title=None, root=None,
-    n_clusters_scores=None,
+    n_clusters_scores=None, n_clusters_restarts=None,
 ):  # fmt: skip
     """Write ``out_dir/index.html`` with each cluster's size, confidence and thumbnails.
 
@@ -307,6 +318,9 @@ def write_image_report(
         ``n_clusters_scores_``; ``n_clusters`` is the chosen K): the page then says which K
         was chosen and shows the curve (``n_clusters.png``, drawn when matplotlib is
         installed) and a table of the numbers.
+    n_clusters_restarts : dict, default=None
+        ``{K: restarts}`` (``n_clusters_restarts_``): the table marks the K whose criterion
+        comes from the search's screening pass (fewer restarts than the others).
 
     Returns
     -------
@@ -353,7 +367,9 @@ def write_image_report(
         f"{len(paths)} images in {n_clusters} clusters, largest first. Confidence: the largest "
         "predicted cluster probability of an image."
     )
-    extra = _n_clusters_section(out_dir, n_clusters_scores, n_clusters, need_figure=False)
+    extra = _n_clusters_section(
+        out_dir, n_clusters_scores, n_clusters, need_figure=False, restarts=n_clusters_restarts
+    )
     page = _page(title or "skcce clusters", intro, summaries, body, extra)
     index = os.path.join(out_dir, "index.html")
     _write_text(index, page)
@@ -433,8 +449,9 @@ def _colours(n):
 
 
 def write_features_report(
-    out_dir, X, labels, confidence, n_clusters, *, ids=None, title=None, n_clusters_scores=None
-):
+    out_dir, X, labels, confidence, n_clusters, *, ids=None, title=None, n_clusters_scores=None,
+    n_clusters_restarts=None,
+):  # fmt: skip
     """Write ``out_dir/index.html`` for clustered features: a 2-D map, sizes and confidences.
 
     Parameters
@@ -459,6 +476,9 @@ def write_features_report(
         ``{K: criterion}`` of ``CCEClustering(n_clusters="auto")`` (its
         ``n_clusters_scores_``; ``n_clusters`` is the chosen K): the page then says which K
         was chosen and shows the curve (``n_clusters.png``) and a table of the numbers.
+    n_clusters_restarts : dict, default=None
+        ``{K: restarts}`` (``n_clusters_restarts_``): the table marks the K whose criterion
+        comes from the search's screening pass (fewer restarts than the others).
 
     Returns
     -------
@@ -498,7 +518,9 @@ def write_features_report(
             )
         return "".join(parts)
 
-    extra = _n_clusters_section(out_dir, n_clusters_scores, n_clusters, need_figure=True) + (
+    extra = _n_clusters_section(
+        out_dir, n_clusters_scores, n_clusters, need_figure=True, restarts=n_clusters_restarts
+    ) + (
         f'<img class="plot" src="map.png" alt="{method} map of the features by cluster">'
         '<img class="plot" src="clusters.png" alt="cluster sizes and mean confidence">'
     )

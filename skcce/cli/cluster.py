@@ -342,7 +342,7 @@ def _run(args):
         raise CommandError(unavailable_message(args.model, reason, cli=True)) from None
     labels = clustering.fit_predict(features)
     confidence = clustering.predict_proba(features).max(axis=1)
-    n_clusters, scores = _chosen(clustering)
+    n_clusters, scores, restarts = _chosen(clustering)
     _write_csv(args.out, paths, labels, confidence)
     if args.out != "-":
         print(f"skcce cluster: wrote {len(paths)} rows to {args.out}", file=sys.stderr)
@@ -352,6 +352,7 @@ def _run(args):
         index = write_image_report(
             args.report, paths, labels, confidence, n_clusters,
             title=_title(root, args, n_clusters), root=root, n_clusters_scores=scores,
+            n_clusters_restarts=restarts,
         )  # fmt: skip
         print(f"skcce cluster: wrote the report {index}", file=sys.stderr)
 
@@ -391,10 +392,10 @@ def _check_n_clusters(args, clustering, n_samples, what):
 
 
 def _chosen(clustering):
-    """``(K, scores)``: the fitted number of clusters, and the curve of ``-k auto``
-    (``n_clusters_scores_``; None for an integer K)."""
+    """``(K, scores, restarts)``: the fitted number of clusters, and the curve of ``-k auto``
+    (``n_clusters_scores_``, ``n_clusters_restarts_``; None for an integer K)."""
     if clustering.n_clusters != "auto":
-        return clustering.n_clusters, None
+        return clustering.n_clusters, None, None
     k = int(clustering.n_clusters_)
     scores = {int(key): float(value) for key, value in clustering.n_clusters_scores_.items()}
     tried = f"{min(scores)}..{max(scores)}" if scores else "none"
@@ -404,7 +405,7 @@ def _chosen(clustering):
         "the report's curve shows every K, pass -k K to overrule)",
         file=sys.stderr,
     )
-    return k, scores
+    return k, scores, getattr(clustering, "n_clusters_restarts_", None)
 
 
 def _title(path, args, n_clusters):
@@ -447,7 +448,7 @@ def _run_features(args):
     _check_n_clusters(args, clustering, len(table.X), f"rows of {args.path!r}")
     labels = clustering.fit_predict(table.X)
     confidence = clustering.predict_proba(table.X).max(axis=1)
-    n_clusters, scores = _chosen(clustering)
+    n_clusters, scores, restarts = _chosen(clustering)
     _write_csv(args.out, table.row_ids(), labels, confidence, header=table.id_name)
     if args.out != "-":
         print(f"skcce cluster: wrote {len(labels)} rows to {args.out}", file=sys.stderr)
@@ -457,6 +458,7 @@ def _run_features(args):
         index = write_features_report(
             args.report, table.X, labels, confidence, n_clusters, ids=table.ids,
             title=_title(args.path, args, n_clusters), n_clusters_scores=scores,
+            n_clusters_restarts=restarts,
         )  # fmt: skip
         print(f"skcce cluster: wrote the report {index}", file=sys.stderr)
 
