@@ -763,16 +763,15 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     def _search_k(self, X, ks, n_init, epochs, tag=""):
         """``(best, scores, restarts, caught)``: a fit for every K of ``ks`` (clones of this
-        estimator with ``n_init`` restarts of ``epochs`` epochs), the one with the best
-        :func:`skcce._n_clusters.criterion` (the smallest K of equals), ``{K: criterion}``,
-        ``{K: restarts behind its criterion}`` and the warnings of the best one's fit (the
-        others' are dropped); ``tag`` is the
-        checkpoints' suffix of candidates that are not final fits (shortened or on a
-        sample). On a long range every K is first screened with fewer restarts and only
-        the best of the screening are fitted with ``n_init``
+        estimator with ``n_init`` restarts of ``epochs`` epochs) and the one with the best
+        :func:`skcce._n_clusters.criterion` (the smallest K of equals); ``{K: criterion}``;
+        ``{K: restarts behind its criterion}``; the warnings of the best one's fit (the
+        others' are dropped). ``tag`` is the checkpoints' suffix of candidates that are not
+        final fits (shortened or on a sample). On a long range every K is first screened
+        with fewer restarts and only the best of the screening are fitted with ``n_init``
         (:func:`skcce._n_clusters.screening`); until the best K of the curve is one of those,
-        it is fitted with ``n_init`` too. The candidates run on
-        :func:`skcce._n_clusters.search_workers` threads."""
+        it is fitted with ``n_init`` too. Only the best candidate so far is kept in memory.
+        The candidates run on :func:`skcce._n_clusters.search_workers` threads."""
         workers = _n_clusters.search_workers(
             self.n_threads,
             _defaults.is_linear(self.model),
@@ -796,8 +795,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             if self.verbose:
                 print(f"n_clusters={k}: criterion {scores[k]:.3f}{note}", flush=True)
 
-        ks, scores, used = list(ks), {}, {}
-        full = {}  # K -> (candidate, its warnings): the candidates with all the restarts
+        ks, scores, used, full = list(ks), {}, {}, set()  # full: the K with all restarts
+        best, best_key, best_caught = None, None, []
         screen = _n_clusters.screening(n_init, len(ks))
         todo = ks
         if screen is not None:
@@ -812,12 +811,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             fitted = _n_clusters.fit_all(fit_one, todo, workers)
             for k, (candidate, caught) in zip(todo, fitted, strict=True):
                 scores[k], used[k] = _n_clusters.score_of(candidate), n_init
-                full[k] = candidate, caught
+                full.add(k)
+                if best_key is None or (scores[k], -k) > best_key:
+                    best, best_key, best_caught = candidate, (scores[k], -k), caught
                 report(k)
             top = _n_clusters.best_k(scores)
             todo = [] if top in full else [top]  # the curve's best always has all restarts
-        best, caught = full[_n_clusters.best_k(scores)]
-        return best, scores, used, caught
+        return best, scores, used, best_caught
 
     def _shares_start(self) -> bool:
         """Whether a fit's KMeans restarts share one start (``init="auto"`` on the linear
