@@ -421,6 +421,12 @@ def test_auto_screens_a_long_range_then_fits_the_best_with_every_restart(
     names = {p.name for p in tmp_path.glob("run.k*.pt")}
     assert {f"run.k{k}.search.screen.pt" for k in ks} <= names
     assert {f"run.k{k}.search.pt" for k in full} <= names
+    # fitted again: every candidate, screened or not, resumes from its finished checkpoint
+    again = CCEClustering(n_clusters="auto", n_clusters_range=(2, 12), random_state=0,
+                          checkpoint=ckpt).fit(X)  # fmt: skip
+    assert again.n_clusters_scores_ == curve
+    assert again.n_clusters_restarts_ == est.n_clusters_restarts_
+    np.testing.assert_array_equal(again.labels_, est.labels_)
     # the fully fitted K score as the unscreened search scores them (the same candidates)
     monkeypatch.setattr(_n_clusters, "SCREEN_KEEP", len(ks))  # screening saves nothing: off
     (tmp_path / "plain").mkdir()
