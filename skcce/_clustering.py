@@ -740,10 +740,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         # (not when a direct fit shares one KMeans start between its restarts: _build)
         final = sample is None and epochs == self.max_epochs and not self._shares_start()
         tag = "" if final else (".search" if sample is None else ".sample")
-        best, scores, k, used = None, {}, 1, {}  # a range of K = 1 alone: nothing to search
+        best, scores, k, restarts_of = None, {}, 1, {}  # a range of K = 1 alone: no search
         if high >= 2:
             ks = range(max(low, 2), high + 1)
-            best, scores, used, caught = self._search_k(data, ks, n_init, epochs, tag=tag)
+            best, scores, restarts_of, caught = self._search_k(data, ks, n_init, epochs, tag)
             k = _n_clusters.choose(scores, low)
             if final:
                 _n_clusters.replay(caught)  # the kept fit's warnings
@@ -758,7 +758,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             if key.endswith("_") and not key.startswith("_") or key == "_inputs":
                 setattr(self, key, value)
         self.n_clusters_scores_ = scores
-        self.n_clusters_restarts_ = used
+        self.n_clusters_restarts_ = restarts_of
         return self
 
     def _search_k(self, X, ks, n_init, epochs, tag=""):
@@ -795,7 +795,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             if self.verbose:
                 print(f"n_clusters={k}: criterion {scores[k]:.3f}{note}", flush=True)
 
-        ks, scores, used, full = list(ks), {}, {}, set()  # full: the K with all restarts
+        ks, scores, restarts_of = list(ks), {}, {}  # restarts_of: K -> restarts behind it
         best, best_key, best_caught = None, None, []
         screen = _n_clusters.screening(n_init, len(ks))
         todo = ks
@@ -804,20 +804,20 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 lambda k: fit_one(k, screen, f"{tag}.screen"), ks, workers
             )
             for k, (candidate, _) in zip(ks, fitted, strict=True):
-                scores[k], used[k] = _n_clusters.score_of(candidate), screen
+                scores[k], restarts_of[k] = _n_clusters.score_of(candidate), screen
                 report(k, f" (screening, {screen} restarts)")
             todo = _n_clusters.shortlist(scores)
         while todo:
             fitted = _n_clusters.fit_all(fit_one, todo, workers)
             for k, (candidate, caught) in zip(todo, fitted, strict=True):
-                scores[k], used[k] = _n_clusters.score_of(candidate), n_init
-                full.add(k)
+                scores[k], restarts_of[k] = _n_clusters.score_of(candidate), n_init
                 if best_key is None or (scores[k], -k) > best_key:
                     best, best_key, best_caught = candidate, (scores[k], -k), caught
                 report(k)
             top = _n_clusters.best_k(scores)
-            todo = [] if top in full else [top]  # the curve's best always has all restarts
-        return best, scores, used, best_caught
+            # the curve's best always has all restarts (screening uses fewer than n_init)
+            todo = [] if restarts_of[top] == n_init else [top]
+        return best, scores, restarts_of, best_caught
 
     def _shares_start(self) -> bool:
         """Whether a fit's KMeans restarts share one start (``init="auto"`` on the linear

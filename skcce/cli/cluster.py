@@ -405,7 +405,7 @@ def _chosen(clustering):
         "the report's curve shows every K, pass -k K to overrule)",
         file=sys.stderr,
     )
-    return k, scores, getattr(clustering, "n_clusters_restarts_", None)
+    return k, scores, clustering.n_clusters_restarts_
 
 
 def _title(path, args, n_clusters):
