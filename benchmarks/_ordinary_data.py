@@ -226,17 +226,75 @@ SETS = {
     "cnn-lt100": _cnn_lt(100),
 }
 
+
+# ----------------------------------------------------------------------------- large sets
+
+
+def _blobs5_large(seed):
+    X, y = make_blobs(20000, centers=5, random_state=seed)
+    return X, y, "make_blobs(20000, centers=5), 2-D"
+
+
+def _varied_large(seed):
+    X, y = make_blobs(20000, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5], random_state=seed)
+    return X, y, "make_blobs(20000, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5]), 2-D"
+
+
+def _imbalanced_large(seed):
+    sizes = [8000, 4000, 2000, 1000, 500]
+    X, y = make_blobs(n_samples=sizes, centers=None, cluster_std=1.0, random_state=seed)
+    return X, y, f"make_blobs(n_samples={sizes}, cluster_std=1.0), 2-D"
+
+
+def _aniso_large(seed):
+    X, y = make_blobs(15000, centers=3, random_state=seed)
+    X = X @ np.array([[0.6, -0.6], [-0.4, 0.8]])
+    return X, y, "make_blobs(15000, centers=3) @ [[0.6, -0.6], [-0.4, 0.8]], 2-D"
+
+
+def _blobs50d_large(seed):
+    X, y = make_blobs(15000, n_features=50, centers=12, cluster_std=4.0, random_state=seed)
+    return X, y, "make_blobs(15000, n_features=50, centers=12, cluster_std=4.0), 50-D"
+
+
+def _pca20(source, label):
+    def build_(seed):
+        from sklearn.decomposition import PCA
+
+        X, y, _ = source(seed)
+        Z = PCA(20, random_state=0).fit_transform(np.asarray(X, dtype=np.float64))
+        return Z.astype(np.float32), y, f"{label}, PCA to 20 dimensions"
+
+    return build_
+
+
+#: Sets of 10 000 rows or more with fewer than 64 features, where ``n_init="auto"`` runs ten
+#: restarts (one before; ``bench_ordinary --sets`` names them, they are not in the default run).
+LARGE_SETS = {
+    "blobs5-20k": _blobs5_large,
+    "varied-20k": _varied_large,
+    "imbalanced-15k": _imbalanced_large,
+    "aniso-15k": _aniso_large,
+    "blobs50d-15k": _blobs50d_large,
+    "cnn-pca20": _pca20(_cnn_balanced, "256-d CNN embeddings of the Fashion-MNIST test split"),
+    "fmnist-pca20": _pca20(_fmnist10k, "Fashion-MNIST test split (10 000), 784 pixels"),
+}
+
+#: Every set :func:`build` knows.
+ALL_SETS = {**SETS, **LARGE_SETS}
+
 #: Sets that need the Fashion-MNIST files.
 NEEDS_FASHION_MNIST = frozenset(
     {"fmnist-lt10", "fmnist-lt100", "fmnist10k", "cnn", "cnn-unseen", "cnn-lt10", "cnn-lt100"}
+    | {"cnn-pca20", "fmnist-pca20"}
 )
 
 
 def build(name, seed):
     """``(X, y, description)`` of the set ``name`` drawn with ``seed`` (see :data:`SETS`)."""
     try:
-        builder = SETS[name]
+        builder = ALL_SETS[name]
     except KeyError:
-        raise KeyError(f"unknown set {name!r}; known: {', '.join(SETS)}") from None
+        raise KeyError(f"unknown set {name!r}; known: {', '.join(ALL_SETS)}") from None
     X, y, description = builder(seed)
     return np.asarray(X), np.asarray(y).astype(np.int64), description

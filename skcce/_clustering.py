@@ -214,8 +214,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Gaussians; with fewer than 3 restarts, the highest :meth:`score` on the training
         data. "auto": for the linear head, 10 restarts when ``n_samples < 10_000`` (small
         data: restarts are cheap and a single linear head is sensitive to its
-        initialisation) and 1 otherwise (large data: one run is already well above KMeans
-        on Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time; see
+        initialisation) or ``n_features < 64`` at any size (few features: ten restarts cost
+        3-4 times one, and a single restart lost to KMeans on large imbalanced blobs), and 1
+        otherwise (large embeddings or pixels: one run is already well above KMeans on
+        Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time; see
         docs/benchmarks.md); 1 when ``init`` is an array, and 1 for every other model (a
         restart is a whole network training). The linear head's restarts train together,
         as one batched model (one batched product and one optimiser step for all of them,
@@ -800,9 +802,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         screen = _n_clusters.screening(n_init, len(ks))
         todo = ks
         if screen is not None:
-            fitted = _n_clusters.fit_all(
-                lambda k: fit_one(k, screen, f"{tag}.screen"), ks, workers
-            )
+            fitted = _n_clusters.fit_all(lambda k: fit_one(k, screen, f"{tag}.screen"), ks, workers)
             for k, (candidate, _) in zip(ks, fitted, strict=True):
                 scores[k], restarts_of[k] = _n_clusters.score_of(candidate), screen
                 report(k, f" (screening, {screen} restarts)")

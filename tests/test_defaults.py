@@ -42,6 +42,14 @@ def test_linear_auto_keeps_the_previous_settings(blobs):
     assert params["n_init"] == "auto"
 
 
+def test_large_low_dimensional_data_gets_ten_restarts():
+    X, _ = make_blobs(n_samples=10_000, centers=3, n_features=2, random_state=0)
+    est = CCEClustering(n_clusters=3, random_state=0, max_epochs=1).fit(X.astype(np.float32))
+    assert est.n_init_ == 10 and len(est.restart_agreement_) == 10
+    wide = np.hstack([X] * 32).astype(np.float32)  # 64 features: one restart, as before
+    assert CCEClustering(n_clusters=3, random_state=0, max_epochs=1).fit(wide).n_init_ == 1
+
+
 def test_explicit_value_wins(blobs):
     est = CCEClustering(
         n_clusters=3,
@@ -96,6 +104,12 @@ def test_auto_init_alternates_restarts():
 def test_n_init_auto():
     assert resolve({"n_init": "auto"}, "linear", 9_999, images=False) == {"n_init": 10}
     assert resolve({"n_init": "auto"}, "linear", 10_000, images=False) == {"n_init": 1}
+    # few features: ten restarts at any size (a restart costs the mini-batch loop, not d)
+    few = {"n_init": 10}
+    assert resolve({"n_init": "auto"}, "linear", 10**6, images=False, n_features=63) == few
+    many = {"n_init": 1}
+    assert resolve({"n_init": "auto"}, "linear", 10_000, images=False, n_features=64) == many
+    assert resolve({"n_init": "auto"}, "vgg4", 10**6, images=False, n_features=2) == many
     centroids = {"n_init": "auto", "init": np.zeros((2, 2))}
     assert resolve(centroids, "linear", 100, images=False)["n_init"] == 1
     assert resolve({"n_init": 3}, "vgg4", 100, images=True) == {"n_init": 3}

@@ -18,7 +18,7 @@ from the model (issue 12). Two regimes:
     own random initialisation.
 
 Nothing here reads data or draws randomness; :func:`resolve` is a pure function of the
-user's parameters, the model and the number of samples.
+user's parameters, the model and the number of samples and features.
 """
 
 from __future__ import annotations
@@ -89,8 +89,17 @@ def linear_weight_decay(n_features: int) -> float:
     return DECAY * min(1.0, max(int(n_features), 1) / DECAY_FEATURES)
 
 
-#: ``n_init="auto"`` on the linear head: 10 restarts below this many samples, else 1.
+#: ``n_init="auto"`` on the linear head: 10 restarts below this many samples, or below
+#: :data:`FEW_FEATURES` features at any size; else 1.
 SMALL_DATA = 10_000
+#: ``n_init="auto"`` on the linear head: 10 restarts at any number of samples below this many
+#: features. On such data a restart's cost is the mini-batch loop's, not the features':
+#: 10 restarts trained together took 3-4 times one restart (1.1-2.0 s on 15 000-20 000 rows of
+#: 2-50 features, 4.5 s on 50 000 x 63, 8-10 s on 100 000 x 2 and x 50; 2 cores), and there the
+#: single restart lost to KMeans by up to 0.3 (imbalanced blobs; docs/benchmarks.md, "Large
+#: data: restarts by dimension"). Above it (embeddings, pixels) one restart of a balanced
+#: fit is above KMeans and ten cost up to ten times as much (Fashion-MNIST 70 000).
+FEW_FEATURES = 64
 
 
 def is_linear(model) -> bool:
@@ -185,16 +194,17 @@ def resolve(params: dict, model, n_samples: int, *, images: bool, n_features=Non
         no augmentation.
     n_features : int, optional
         Number of features of 2-D data: the linear head's ``weight_decay="auto"`` is
-        :func:`linear_weight_decay` of it (the table's value when None).
+        :func:`linear_weight_decay` of it (the table's value when None), and below
+        :data:`FEW_FEATURES` ``n_init="auto"`` is 10 at any ``n_samples``.
 
     Returns
     -------
     resolved : dict
         The same keys, with concrete values. ``n_init="auto"`` is 10 for the linear head on
-        fewer than 10 000 samples (restarts are cheap there and a random head is sensitive
-        to its start), 1 otherwise, and 1 when ``init`` is an array of centroids (every
-        restart would start from the same head) or the model is deep (a restart costs a
-        whole network training).
+        fewer than 10 000 samples or fewer than 64 features (restarts are cheap there and a
+        random head is sensitive to its start), 1 otherwise, and 1 when ``init`` is an array
+        of centroids (every restart would start from the same head) or the model is deep (a
+        restart costs a whole network training).
 
     Warns
     -----
@@ -217,7 +227,8 @@ def resolve(params: dict, model, n_samples: int, *, images: bool, n_features=Non
             out[key] = value
         elif key == "n_init":
             explicit_centroids = not isinstance(params.get("init", "auto"), str)
-            small = n_samples < SMALL_DATA
+            few_features = n_features is not None and n_features < FEW_FEATURES
+            small = n_samples < SMALL_DATA or few_features
             out[key] = 10 if kind == "linear" and small and not explicit_centroids else 1
         elif key == "weight_decay" and kind == "linear" and n_features is not None:
             out[key] = linear_weight_decay(n_features)
