@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import sys
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -106,27 +106,25 @@ def _describe_tail(base, r, sizes, seed):
 # ----------------------------------------------------------------------------- builders
 
 
-def _blobs5(seed):
-    X, y = make_blobs(3000, centers=5, random_state=seed)
-    return X, y, "make_blobs(3000, centers=5), 2-D"
+def _blobs5(seed, n=3000):
+    X, y = make_blobs(n, centers=5, random_state=seed)
+    return X, y, f"make_blobs({n}, centers=5), 2-D"
 
 
-def _varied(seed):
-    X, y = make_blobs(3000, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5], random_state=seed)
-    return X, y, "make_blobs(3000, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5]), 2-D"
+def _varied(seed, n=3000):
+    X, y = make_blobs(n, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5], random_state=seed)
+    return X, y, f"make_blobs({n}, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5]), 2-D"
 
 
-def _imbalanced(seed):
-    X, y = make_blobs(
-        n_samples=[1000, 500, 200, 100, 50], centers=None, cluster_std=1.0, random_state=seed
-    )
-    return X, y, "make_blobs(n_samples=[1000, 500, 200, 100, 50], cluster_std=1.0), 2-D"
+def _imbalanced(seed, sizes=(1000, 500, 200, 100, 50)):
+    X, y = make_blobs(n_samples=list(sizes), centers=None, cluster_std=1.0, random_state=seed)
+    return X, y, f"make_blobs(n_samples={list(sizes)}, cluster_std=1.0), 2-D"
 
 
-def _aniso(seed):
-    X, y = make_blobs(1500, centers=3, random_state=seed)
+def _aniso(seed, n=1500):
+    X, y = make_blobs(n, centers=3, random_state=seed)
     X = X @ np.array([[0.6, -0.6], [-0.4, 0.8]])
-    return X, y, "make_blobs(1500, centers=3) @ [[0.6, -0.6], [-0.4, 0.8]] (anisotropic), 2-D"
+    return X, y, f"make_blobs({n}, centers=3) @ [[0.6, -0.6], [-0.4, 0.8]] (anisotropic), 2-D"
 
 
 def _blobs20d(seed):
@@ -230,28 +228,6 @@ SETS = {
 # ----------------------------------------------------------------------------- large sets
 
 
-def _blobs5_large(seed):
-    X, y = make_blobs(20000, centers=5, random_state=seed)
-    return X, y, "make_blobs(20000, centers=5), 2-D"
-
-
-def _varied_large(seed):
-    X, y = make_blobs(20000, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5], random_state=seed)
-    return X, y, "make_blobs(20000, centers=5, cluster_std=[0.5, 1, 1.5, 2, 2.5]), 2-D"
-
-
-def _imbalanced_large(seed):
-    sizes = [8000, 4000, 2000, 1000, 500]
-    X, y = make_blobs(n_samples=sizes, centers=None, cluster_std=1.0, random_state=seed)
-    return X, y, f"make_blobs(n_samples={sizes}, cluster_std=1.0), 2-D"
-
-
-def _aniso_large(seed):
-    X, y = make_blobs(15000, centers=3, random_state=seed)
-    X = X @ np.array([[0.6, -0.6], [-0.4, 0.8]])
-    return X, y, "make_blobs(15000, centers=3) @ [[0.6, -0.6], [-0.4, 0.8]], 2-D"
-
-
 def _blobs50d_large(seed):
     X, y = make_blobs(15000, n_features=50, centers=12, cluster_std=4.0, random_state=seed)
     return X, y, "make_blobs(15000, n_features=50, centers=12, cluster_std=4.0), 50-D"
@@ -271,10 +247,10 @@ def _pca20(source, label):
 #: Sets of 10 000 rows or more with fewer than 64 features, where ``n_init="auto"`` runs ten
 #: restarts (one before; ``bench_ordinary --sets`` names them, they are not in the default run).
 LARGE_SETS = {
-    "blobs5-20k": _blobs5_large,
-    "varied-20k": _varied_large,
-    "imbalanced-15k": _imbalanced_large,
-    "aniso-15k": _aniso_large,
+    "blobs5-20k": partial(_blobs5, n=20000),
+    "varied-20k": partial(_varied, n=20000),
+    "imbalanced-15k": partial(_imbalanced, sizes=(8000, 4000, 2000, 1000, 500)),
+    "aniso-15k": partial(_aniso, n=15000),
     "blobs50d-15k": _blobs50d_large,
     "cnn-pca20": _pca20(_cnn_balanced, "256-d CNN embeddings of the Fashion-MNIST test split"),
     "fmnist-pca20": _pca20(_fmnist10k, "Fashion-MNIST test split (10 000), 784 pixels"),
