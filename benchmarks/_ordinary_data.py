@@ -41,13 +41,14 @@ class Unavailable(RuntimeError):
 # ----------------------------------------------------------------------------- sources
 
 
-@lru_cache(maxsize=1)
-def _fmnist_test():
-    """Fashion-MNIST test split: (10000, 784) float32 in [0, 1], labels int64."""
+@lru_cache(maxsize=2)
+def _fmnist_pixels(split="test"):
+    """Fashion-MNIST's test split (or ``split="all"``, 70 000 images): (n, 784) float32 in
+    [0, 1], labels int64."""
     from skcce.datasets import load_dataset
 
     try:
-        X, y = load_dataset("fashion-mnist", split="test")
+        X, y = load_dataset("fashion-mnist", split=split)
     except FileNotFoundError as exc:
         raise Unavailable(
             "Fashion-MNIST is not installed (Debian's dataset-fashion-mnist, or the IDX files "
@@ -60,7 +61,7 @@ def _fmnist_test():
 @lru_cache(maxsize=2)
 def _cnn(classes):
     """Test-split CNN embeddings of bench_embeddings.py (cached there in benchmarks/.cache)."""
-    _fmnist_test()  # Unavailable before bench_embeddings tries to train
+    _fmnist_pixels()  # Unavailable before bench_embeddings tries to train
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_embeddings import cnn_embeddings
 
@@ -143,7 +144,7 @@ def _digits_lt(r):
 
 def _fmnist_lt(r):
     def builder(seed):
-        X, y = _fmnist_test()
+        X, y = _fmnist_pixels()
         X, y, sizes = long_tail(X, y, r, seed)
         return (
             X,
@@ -198,7 +199,7 @@ def _digits(seed):
 
 
 def _fmnist10k(seed):
-    X, y = _fmnist_test()
+    X, y = _fmnist_pixels()
     return X, y, "Fashion-MNIST test split (10 000), 784 pixels in [0, 1]"
 
 
@@ -254,6 +255,9 @@ LARGE_SETS = {
     "blobs50d-15k": _blobs50d_large,
     "cnn-pca20": _pca20(_cnn_balanced, "256-d CNN embeddings of the Fashion-MNIST test split"),
     "fmnist-pca20": _pca20(_fmnist10k, "Fashion-MNIST test split (10 000), 784 pixels"),
+    "fmnist70k-pca20": _pca20(
+        lambda seed: (*_fmnist_pixels("all"), None), "Fashion-MNIST, all 70 000 images, 784 pixels"
+    ),
 }
 
 #: Every set :func:`build` knows.
@@ -262,7 +266,7 @@ ALL_SETS = {**SETS, **LARGE_SETS}
 #: Sets that need the Fashion-MNIST files.
 NEEDS_FASHION_MNIST = frozenset(
     {"fmnist-lt10", "fmnist-lt100", "fmnist10k", "cnn", "cnn-unseen", "cnn-lt10", "cnn-lt100"}
-    | {"cnn-pca20", "fmnist-pca20"}
+    | {"cnn-pca20", "fmnist-pca20", "fmnist70k-pca20"}
 )
 
 

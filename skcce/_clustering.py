@@ -215,7 +215,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         data. "auto": for the linear head, 10 restarts when ``n_samples < 10_000`` (small
         data: restarts are cheap and a single linear head is sensitive to its
         initialisation) or ``n_features < 64`` at any size (few features: ten restarts cost
-        3-4 times one, and a single restart lost to KMeans on large imbalanced blobs), and 1
+        3-6 times one, and a single restart lost to KMeans on large imbalanced blobs), and 1
         otherwise (large embeddings or pixels: one run is already well above KMeans on
         Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time; see
         docs/benchmarks.md); 1 when ``init`` is an array, and 1 for every other model (a

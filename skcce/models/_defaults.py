@@ -94,11 +94,12 @@ def linear_weight_decay(n_features: int) -> float:
 SMALL_DATA = 10_000
 #: ``n_init="auto"`` on the linear head: 10 restarts at any number of samples below this many
 #: features. On such data a restart's cost is the mini-batch loop's, not the features':
-#: 10 restarts trained together took 3-4 times one restart (1.1-2.0 s on 15 000-20 000 rows of
-#: 2-50 features, 4.5 s on 50 000 x 63, 8-10 s on 100 000 x 2 and x 50; 2 cores), and there the
-#: single restart lost to KMeans by up to 0.3 (imbalanced blobs; docs/benchmarks.md, "Large
-#: data: restarts by dimension"). Above it (embeddings, pixels) one restart of a balanced
-#: fit is above KMeans and ten cost up to ten times as much (Fashion-MNIST 70 000).
+#: 10 restarts trained together took 3-6 times one restart (1.1-2.0 s on 15 000-20 000 rows of
+#: 2-50 features, 4.5 s on 50 000 x 63, 8-10 s on 100 000 x 2 and x 50, 13 s on 70 000 x 20;
+#: 2 cores), and there the single restart lost to KMeans by up to 0.25 (imbalanced blobs;
+#: docs/user_guide.md, "Large data: restarts by dimension"). Above it (embeddings, pixels) one
+#: restart of a balanced fit is above KMeans and ten cost up to ten times as much
+#: (Fashion-MNIST 70 000).
 FEW_FEATURES = 64
 
 
