@@ -155,8 +155,8 @@ def check_range(n_clusters_range, count_distinct) -> tuple[int, int]:
 def restarts(n_init, model) -> int:
     """Restarts per candidate K: an explicit ``n_init``; for ``"auto"``
     :data:`LINEAR_RESTARTS` on the linear head (also from 10 000 samples of 64 features or
-    more, where one fit runs a single restart) and :data:`MIN_RESTARTS` on a deep model (where a restart is a
-    whole network training).
+    more, where one fit runs a single restart) and :data:`MIN_RESTARTS` on a deep model
+    (where a restart is a whole network training).
 
     Raises
     ------
