@@ -260,13 +260,33 @@ LARGE_SETS = {
     ),
 }
 
+
+def _sample(source, n, label):
+    def build_(seed):
+        X, y, _ = source(seed)
+        keep = np.sort(np.random.RandomState(seed).choice(len(X), n, replace=False))
+        return X[keep], y[keep], f"{label}, a random sample of {n} rows"
+
+    return build_
+
+
+#: Random samples of balanced embeddings and pixels below 10 000 rows, where ``n_init="auto"``
+#: runs ten restarts of both kinds (not in the default run; ``--section bench_ordinary_samples``).
+SAMPLE_SETS = {
+    "cnn-3k": _sample(_cnn_balanced, 3000, "256-d CNN embeddings of the Fashion-MNIST test split"),
+    "cnn-9k": _sample(_cnn_balanced, 9000, "256-d CNN embeddings of the Fashion-MNIST test split"),
+    "fmnist-3k": _sample(_fmnist10k, 3000, "Fashion-MNIST test split, 784 pixels"),
+    "fmnist-9k": _sample(_fmnist10k, 9000, "Fashion-MNIST test split, 784 pixels"),
+}
+
 #: Every set :func:`build` knows.
-ALL_SETS = {**SETS, **LARGE_SETS}
+ALL_SETS = {**SETS, **LARGE_SETS, **SAMPLE_SETS}
 
 #: Sets that need the Fashion-MNIST files.
 NEEDS_FASHION_MNIST = frozenset(
     {"fmnist-lt10", "fmnist-lt100", "fmnist10k", "cnn", "cnn-unseen", "cnn-lt10", "cnn-lt100"}
     | {"cnn-pca20", "fmnist-pca20", "fmnist70k-pca20"}
+    | set(SAMPLE_SETS)
 )
 
 

@@ -26,7 +26,9 @@ Usage: ``python benchmarks/bench_ordinary.py [--sets a,b] [--methods m1,m2] [--s
 bench_ordinary_heldout``). ``LARGE_SETS`` (10 000 rows or more, fewer than 64 features) are
 not in the default run; their section: ``--sets`` naming them, ``--seeds 0,1,2,3,4,5
 --methods "KMeans(n_init=10),GaussianMixture,CCEClustering (defaults),n_init=1" --section
-bench_ordinary_large``.
+bench_ordinary_large``. ``SAMPLE_SETS`` (samples of balanced embeddings and pixels below
+10 000 rows) likewise, with ``--methods "KMeans(n_init=10),GaussianMixture,CCEClustering
+(defaults),n_init=1,one kind" --section bench_ordinary_samples``.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ CANDIDATES = {
     "prior=None": {"prior": None},
     "whiten=True": {"whiten": True},  # within-cluster whitening (off by default)
     "n_init=1": {"n_init": 1},  # n_init="auto" on the large sets before they got ten restarts
+    "one kind": {"init": "random", "prior": None},  # ten random-head, uniform-prior restarts
 }
 
 
