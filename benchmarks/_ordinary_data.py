@@ -234,13 +234,25 @@ def _blobs50d_large(seed):
     return X, y, "make_blobs(15000, n_features=50, centers=12, cluster_std=4.0), 50-D"
 
 
+def _fmnist70k(seed):
+    X, y = _fmnist_pixels("all")
+    return X, y, "Fashion-MNIST, all 70 000 images, 784 pixels"
+
+
 def _pca20(source, label):
-    def build_(seed):
+    """A builder of ``source``'s rows reduced to 20 dimensions by PCA; ``source`` is fixed
+    data (it ignores the seed), so the reduction is computed once."""
+
+    @lru_cache(maxsize=1)
+    def reduced():
         from sklearn.decomposition import PCA
 
-        X, y, _ = source(seed)
+        X, y, _ = source(0)
         Z = PCA(20, random_state=0).fit_transform(np.asarray(X, dtype=np.float64))
-        return Z.astype(np.float32), y, f"{label}, PCA to 20 dimensions"
+        return Z.astype(np.float32), y
+
+    def build_(seed):
+        return (*reduced(), f"{label}, PCA to 20 dimensions")
 
     return build_
 
@@ -255,9 +267,7 @@ LARGE_SETS = {
     "blobs50d-15k": _blobs50d_large,
     "cnn-pca20": _pca20(_cnn_balanced, "256-d CNN embeddings of the Fashion-MNIST test split"),
     "fmnist-pca20": _pca20(_fmnist10k, "Fashion-MNIST test split (10 000), 784 pixels"),
-    "fmnist70k-pca20": _pca20(
-        lambda seed: (*_fmnist_pixels("all"), None), "Fashion-MNIST, all 70 000 images, 784 pixels"
-    ),
+    "fmnist70k-pca20": _pca20(_fmnist70k, "Fashion-MNIST, all 70 000 images, 784 pixels"),
 }
 
 

@@ -229,8 +229,8 @@ def resolve(params: dict, model, n_samples: int, *, images: bool, n_features=Non
         elif key == "n_init":
             explicit_centroids = not isinstance(params.get("init", "auto"), str)
             few_features = n_features is not None and n_features < FEW_FEATURES
-            small = n_samples < SMALL_DATA or few_features
-            out[key] = 10 if kind == "linear" and small and not explicit_centroids else 1
+            cheap = n_samples < SMALL_DATA or few_features  # ten restarts cost little
+            out[key] = 10 if kind == "linear" and cheap and not explicit_centroids else 1
         elif key == "weight_decay" and kind == "linear" and n_features is not None:
             out[key] = linear_weight_decay(n_features)
         elif key == "augment":
