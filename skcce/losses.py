@@ -354,7 +354,7 @@ def pseudo_label_objective(
     return rows + lam * _kl_term(Y.mean(dim=0), prior, fairness)
 
 
-def _network_loss_grad(logits, sigma, target, loss, prior, kind, fairness_weight):
+def _network_loss_grad(logits, sigma, target, loss, prior, kind, fairness_weight, row_weight=None):
     r"""The network loss of a step, per restart, and its gradient with respect to the logits
     in closed form (no autograd graph).
 
@@ -363,8 +363,9 @@ def _network_loss_grad(logits, sigma, target, loss, prior, kind, fairness_weight
     are along dim 1 and the rows along the last dim (``(R, K, B)``: ``R`` restarts trained
     together, each with its own means). With :math:`J_i = \operatorname{diag}(\sigma_i) -
     \sigma_i \sigma_i^\top` and :math:`g` the gradient of the KL term at the mean
-    prediction, the row gradient is :math:`(\nabla_z H(y_i, \sigma_i) + \text{weight}\,
-    J_i g) / B`, with :math:`\nabla_z H_2 = \sigma - \operatorname{softmax}(z + \ln y)`
+    prediction, the row gradient is :math:`w_i (\nabla_z H(y_i, \sigma_i) + \text{weight}\,
+    J_i g) / B` (:math:`w_i = 1` unless ``row_weight``), with
+    :math:`\nabla_z H_2 = \sigma - \operatorname{softmax}(z + \ln y)`
     (in log space, so exact zeros in ``y`` and underflowing :math:`\sigma` are safe),
     :math:`\nabla_z H = \sigma - y` and :math:`\nabla_z H(\sigma, y) = -\sigma \odot (a -
     \sigma^\top a)`, :math:`a = \ln y`. Tested against autograd (``tests/test_losses.py``).
@@ -378,6 +379,8 @@ def _network_loss_grad(logits, sigma, target, loss, prior, kind, fairness_weight
         None: uniform. With ``kind="forward"`` every entry must be positive.
     kind : {"reverse", "forward"}
     fairness_weight : float
+    row_weight : torch.Tensor of shape (R, 1, B), optional
+        Factors ``w_i`` of the rows' gradients (None: 1).
 
     Returns
     -------
@@ -408,4 +411,6 @@ def _network_loss_grad(logits, sigma, target, loss, prior, kind, fairness_weight
         u = _uniform_or(prior, ybar)
         g = (-u / ybar if kind == "reverse" else torch.log(ybar) + 1.0 - torch.log(u))[..., None]
         rows = rows + fairness_weight * sigma * (g - (sigma * g).sum(dim=1, keepdim=True))
+    if row_weight is not None:
+        rows = rows * row_weight
     return values.mean(dim=-1), fair, rows / logits.shape[-1]

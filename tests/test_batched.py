@@ -248,7 +248,8 @@ def test_the_normalised_table_holds_the_batches_of_the_streamed_path(data, monke
 @pytest.mark.parametrize("fairness", ["reverse", "forward"])
 @pytest.mark.parametrize("prior", [None, [0.1, 0.2, 0.3, 0.4]])
 @pytest.mark.parametrize("weight", [0.0, 1.3])
-def test_compiled_collision_step_equals_the_torch_reference(fairness, prior, weight):
+@pytest.mark.parametrize("row_weighted", [False, True])
+def test_compiled_collision_step_equals_the_torch_reference(fairness, prior, weight, row_weighted):
     from skcce._engine._fused import collision_step
     from skcce.losses import _network_loss_grad
 
@@ -260,14 +261,43 @@ def test_compiled_collision_step_equals_the_torch_reference(fairness, prior, wei
     Y = torch.where(Y < 0.15, 0.0, Y)  # exact zeros, and rows on one class
     Y = Y / Y.sum(dim=2, keepdim=True)
     u = np.full(4, 0.25) if prior is None else np.asarray(prior)
+    rw = 1 + 3 * torch.rand(3, 50, generator=gen, dtype=torch.float64) if row_weighted else None
     values, fair, grad = collision_step(
-        logits.numpy(), sigma.numpy(), Y.numpy(), u, fairness, weight
-    )
+        logits.numpy(), sigma.numpy(), Y.numpy(), u, fairness, weight,
+        None if rw is None else rw.numpy(),
+    )  # fmt: skip
     p = None if prior is None else torch.tensor(prior, dtype=torch.float32)
     ref_v, ref_f, ref_g = _network_loss_grad(
-        logits, sigma, Y.transpose(1, 2).contiguous(), "collision", p, fairness, weight
-    )
+        logits, sigma, Y.transpose(1, 2).contiguous(), "collision", p, fairness, weight,
+        None if rw is None else rw.float().unsqueeze(1),
+    )  # fmt: skip
     assert np.isfinite(grad).all() and np.isfinite(values).all()
     np.testing.assert_allclose(grad, ref_g.numpy(), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(values, ref_v.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(fair, ref_f.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_batched_and_one_by_one_agree_when_the_shrink_guard_weighs_rows(monkeypatch):
+    from skcce._engine import _prior
+
+    # imbalanced blobs on which a cluster of this fit shrinks and the guard fires
+    X, _ = make_blobs([1000, 500, 200, 100, 50], cluster_std=1.0, random_state=3)
+    params = dict(n_clusters=4, n_init=2, max_epochs=6, batch_size=64, random_state=0,
+                  prior="estimate")  # fmt: skip
+    fired = []
+    real = _prior.PriorTracker.row_weights
+
+    def spy(self, labels):
+        weights = real(self, labels)
+        fired.append(0.0 if weights is None else float(weights.max()))
+        return weights
+
+    monkeypatch.setattr(_prior.PriorTracker, "row_weights", spy)
+    together = _fit_quietly(CCEClustering(**params), X)
+    with monkeypatch.context() as m:
+        m.setattr(_batched, "applies", lambda *args: False)
+        alone = _fit_quietly(CCEClustering(**params), X)
+    assert max(fired) > 1  # the guard weighed some rows
+    np.testing.assert_array_equal(together.labels_, alone.labels_)
+    for key, value in alone.module_.state_dict().items():
+        torch.testing.assert_close(together.module_.state_dict()[key], value, rtol=1e-4, atol=1e-4)

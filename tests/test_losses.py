@@ -251,6 +251,11 @@ def test_closed_form_network_gradient_equals_autograd(loss, kind, uniform):
     (values + 1.3 * fair).sum().backward()
     v, f, grad = _network_loss_grad(z.detach(), sigma.detach(), Y, loss, prior, kind, 1.3)
     torch.testing.assert_close(grad, z.grad, rtol=1e-10, atol=1e-12)
+    factors = torch.rand(3, 1, 7, dtype=torch.float64, generator=gen) + 0.5  # the shrink guard's
+    _, _, scaled = _network_loss_grad(
+        z.detach(), sigma.detach(), Y, loss, prior, kind, 1.3, factors
+    )
+    torch.testing.assert_close(scaled, z.grad * factors, rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(v, values.detach(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(f, fair.detach(), rtol=1e-12, atol=1e-12)
 

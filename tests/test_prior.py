@@ -5,7 +5,14 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from skcce import CCEClustering
-from skcce._engine._prior import FLOOR, PriorTracker, restart_kind
+from skcce._engine._prior import (
+    FLOOR,
+    GUARD_FRACTION,
+    GUARD_POWER,
+    PriorTracker,
+    hard_shares,
+    restart_kind,
+)
 
 FAST = dict(max_epochs=3, batch_size=64, random_state=0)
 
@@ -50,7 +57,9 @@ def test_auto_with_one_restart_is_the_uniform_fit_bit_for_bit():
 
 def test_estimate_finds_unequal_cluster_sizes():
     X, y = make_blobs([600, 150, 50], centers=[[0, 0], [8, 0], [0, 8]], random_state=0)
-    params = dict(FAST, max_epochs=10)  # the estimate starts uniform: a few epochs to settle
+    # the estimate starts uniform: epochs to settle (the shrink guard holds the 50-row blob
+    # while the first epochs' boundaries move, so its soft mass settles later)
+    params = dict(FAST, max_epochs=20)
     est = CCEClustering(n_clusters=3, n_init=1, prior="estimate", **params).fit(X)
     uniform = CCEClustering(n_clusters=3, n_init=1, prior=None, **params).fit(X)
     shares = np.sort(np.bincount(y) / len(y))
@@ -58,3 +67,51 @@ def test_estimate_finds_unequal_cluster_sizes():
     sizes = np.sort(np.bincount(est.labels_, minlength=3) / len(y))
     uniform_sizes = np.sort(np.bincount(uniform.labels_, minlength=3) / len(y))
     assert np.abs(sizes - shares).sum() < np.abs(uniform_sizes - shares).sum()
+
+
+def _batch(counts, k=3):
+    """Hard pseudo-labels (1, B, k): ``counts[c]`` rows in cluster c."""
+    rows = np.concatenate([np.full(n, c) for c, n in enumerate(counts)])
+    return np.eye(k)[rows][None]
+
+
+def test_shrink_guard_weighs_the_rows_of_a_cluster_that_lost_three_quarters():
+    t = PriorTracker("estimate", 3, 1, n_samples=100)
+    first = _batch([50, 30, 20])
+    np.testing.assert_array_equal(t.row_weights(first), np.ones((1, 100)))  # the start
+    t.see([__import__("torch").from_numpy(first[0])])
+    np.testing.assert_allclose(t.hard, hard_shares(first))
+    # a batch in which cluster 2 has 1 row: its moving share (one-epoch memory) is 0.01
+    shrunk = _batch([60, 39, 1])
+    w = t.row_weights(shrunk)
+    expected = (GUARD_FRACTION * 0.20 / 0.01) ** GUARD_POWER
+    assert w[0, -1] == pytest.approx(expected) and expected > 1
+    np.testing.assert_array_equal(w[0, :-1], 1.0)  # the grown clusters keep weight 1
+    # shrinking by less than three quarters leaves every weight at 1
+    assert (t.row_weights(_batch([45, 40, 15])) == 1).all()
+
+
+def test_shrink_guard_only_on_estimated_priors():
+    labels = np.concatenate([_batch([98, 1, 1])] * 4)
+    assert PriorTracker("uniform", 3, 4, n_samples=100).row_weights(labels) is None
+    t = PriorTracker("auto", 3, 4, n_samples=100)
+    t.update(np.full((4, 3), 1 / 3), rows=100, shares=hard_shares(_batch([40, 30, 30])))
+    w = t.row_weights(labels)
+    assert (w[[0, 2]] == 1).all() and (w[[1, 3]] > 1).any()
+
+
+def test_shrink_guard_state_resumes():
+    t = PriorTracker("estimate", 3, 1, n_samples=100)
+    t.update(np.full((1, 3), 1 / 3), rows=50, shares=np.array([[0.5, 0.3, 0.2]]))
+    t.update(np.full((1, 3), 1 / 3), rows=50, shares=np.array([[0.9, 0.1, 0.0]]))
+    state = t.state()
+    assert state.shape == (1, 9)
+    resumed = PriorTracker("estimate", 3, 1, n_samples=100)
+    resumed.restore(state)
+    labels = _batch([90, 9, 1])
+    np.testing.assert_array_equal(resumed.row_weights(labels), t.row_weights(labels))
+    np.testing.assert_array_equal(resumed.value, t.value)
+    older = PriorTracker("estimate", 3, 1, n_samples=100)
+    older.restore(t.mass)  # a checkpoint written before the guard: the masses alone
+    np.testing.assert_array_equal(older.value, t.value)
+    assert older.hard is None

@@ -164,7 +164,10 @@ class _Batched:
 
         def fused(logits, sigma, labels):
             u = uniform if self.prior is None else self.prior.numpy()  # the priors in force
-            return collision_step(logits, sigma, labels, u, cfg.fairness, cfg.fairness_weight)
+            return collision_step(
+                logits, sigma, labels, u, cfg.fairness, cfg.fairness_weight,
+                self.tracker.row_weights(labels),
+            )  # fmt: skip
 
         return fused
 
@@ -222,14 +225,21 @@ class _Batched:
             self._update(torch.bmm(grad, xb), grad.sum(dim=2))
             self.update_prior(results)
             return torch.from_numpy(loss), torch.from_numpy(fair), logits.detach(), results
-        Y = torch.stack([res.labels for res in results]).to(logits.dtype)
-        Y = _transfer.to_device(Y, cfg.device).transpose(1, 2).contiguous()  # one copy back
+        Y = torch.stack([res.labels for res in results])
+        rw = self.tracker.row_weights(Y)  # (R, b) or None: PriorTracker.row_weights
+        if rw is not None:
+            rw = torch.from_numpy(rw).to(device=cfg.device, dtype=logits.dtype).unsqueeze(1)
+        Y = _transfer.to_device(Y.to(logits.dtype), cfg.device)  # one copy back
+        Y = Y.transpose(1, 2).contiguous()
         if self.closed_form:  # the linear heads' gradient without autograd's graph
             loss, fair, grad = _network_loss_grad(
-                logits, sigma, Y, cfg.loss, self.prior_dev, cfg.fairness, cfg.fairness_weight
-            )
+                logits, sigma, Y, cfg.loss, self.prior_dev, cfg.fairness, cfg.fairness_weight,
+                rw,
+            )  # fmt: skip
             self._update(torch.bmm(grad, xb), grad.sum(dim=2))
         else:
+            if rw is not None:  # the rows' gradients times their factors
+                logits.register_hook(lambda grad: grad * rw)
             loss = ROW_VALUES[cfg.loss](logits, Y).mean(dim=1)  # per restart
             fair = _kl_term(sigma.mean(dim=2), self.prior_dev, cfg.fairness)
             self.optimizer.zero_grad(set_to_none=True)

@@ -18,7 +18,7 @@ from numba import njit
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def _collision_step(logits, sigma, labels, u, forward, weight, grad, values, fair):
+def _collision_step(logits, sigma, labels, rw, u, forward, weight, grad, values, fair):
     R, K, B = logits.shape
     log_t = np.empty(K)
     sh = np.empty(K)
@@ -74,10 +74,10 @@ def _collision_step(logits, sigma, labels, u, forward, weight, grad, values, fai
                 v = grad[r, k, i]
                 if weight != 0.0:
                     v += weight * sigma[r, k, i] * (g[k] - sg)
-                grad[r, k, i] = v / B
+                grad[r, k, i] = rw[r, i] * v / B
 
 
-def collision_step(logits, sigma, labels, prior, fairness, fairness_weight):
+def collision_step(logits, sigma, labels, prior, fairness, fairness_weight, row_weight=None):
     """The collision network loss of every restart and its logit gradient.
 
     Parameters
@@ -91,13 +91,15 @@ def collision_step(logits, sigma, labels, prior, fairness, fairness_weight):
         ``r``'s in row ``r``.
     fairness : {"reverse", "forward"}
     fairness_weight : float
+    row_weight : ndarray of shape (R, B), optional
+        Factors ``w_i`` of the rows' gradients (None: 1).
 
     Returns
     -------
     values, fair : ndarray of shape (R,), float64
         ``mean_i H2(y_i, sigma_i)`` and the KL term of each restart.
     grad : ndarray of shape (R, K, B), float32
-        As :func:`skcce.losses._network_loss_grad`.
+        As :func:`skcce.losses._network_loss_grad` (row ``i`` times ``w_i``).
     """
     R, K, B = logits.shape
     grad = np.empty((R, K, B), dtype=np.float32)
@@ -105,8 +107,9 @@ def collision_step(logits, sigma, labels, prior, fairness, fairness_weight):
     # a new writable array, whatever R: ascontiguousarray would return the read-only
     # broadcast view when R = 1 (a second compiled signature of the step)
     u = np.array(np.broadcast_to(np.asarray(prior, np.float64), (R, K)))
+    rw = np.ones((R, B)) if row_weight is None else np.ascontiguousarray(row_weight, np.float64)
     _collision_step(
-        logits, sigma, labels, u, fairness == "forward", float(fairness_weight), grad,
+        logits, sigma, labels, rw, u, fairness == "forward", float(fairness_weight), grad,
         values, fair,
     )  # fmt: skip
     return values, fair, grad

@@ -23,6 +23,22 @@ The fairness terms :math:`KL(u\\|\\bar y)` (pseudo-labels) and :math:`KL(u\\|\\b
     KMeans head, whose clusters already carry the data's proportions); the restarts are
     compared by :mod:`skcce._engine._select`.
 
+**The shrink guard.** Under an estimated prior a small cluster can drain away: the head is
+trained on its own pseudo-labels, a run of gradient steps on a mean over rows moves a
+boundary towards the cluster whose rows weigh less in that mean, the next pseudo-labels
+follow, and the estimated prior follows them in turn (on imbalanced blobs the 50-row cluster
+shrank 60, 47, 31, 3, 0 rows an epoch from KMeans's own partition; the fairness terms hold
+only its soft mass). The same freedom is what lets the self-labeling improve on its KMeans
+start: on balanced embeddings the better partitions are reached by clusters losing more than
+half of their rows. So the restarts whose prior is estimated multiply the gradient of the
+network loss at the rows of a shrunken cluster (:meth:`PriorTracker.row_weights`; as if those
+rows were repeated in the batch): with ``h_c`` a moving
+average of cluster ``c``'s share of the pseudo-labels' hard assignments (memory one epoch,
+as the mass) and ``p_c`` the largest value it has had, a row assigned to ``c`` weighs
+``max(1, GUARD_FRACTION * p_c / h_c) ** GUARD_POWER``: 1 until the cluster has lost three
+quarters of its largest share, then a pull that grows with the square of the shrinkage
+(docs/benchmarks.md, notes of ``bench_ordinary``).
+
 The estimated mass starts uniform and is updated after every batch from the solver's exact
 pseudo-labels, unless every restart's prior is uniform (then nothing is tracked and the
 solvers take their own uniform default, bit for bit the fit of ``prior=None``). The
@@ -33,6 +49,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+
+#: The shrink guard (:meth:`PriorTracker.row_weights`): a cluster's rows gain weight once its
+#: share of the hard assignments falls below this fraction of the largest it has had ...
+GUARD_FRACTION = 0.25
+#: ... by the ratio of the two raised to this power.
+GUARD_POWER = 2.0
 
 #: The smallest entry of an estimated prior (``"estimate"``), as a fraction of the samples
 #: (``0.5 / K`` when that is smaller: with few clusters 1 % is no guard).
@@ -67,6 +89,7 @@ class PriorTracker:
         self.k, self.n = int(n_clusters), max(int(n_samples), 1)
         self.kinds = np.array([restart_kind(kind, run) for run in runs])
         self.mass = np.full((len(self.kinds), self.k), 1.0 / self.k)
+        self.hard = self.peak = None  # the shrink guard's shares (after the first batch)
         self.sorted = None if values is None else np.sort(np.asarray(values, np.float64))
         self.value = self._from_mass()
 
@@ -88,21 +111,60 @@ class PriorTracker:
             value[estimate] = floored / floored.sum(axis=1, keepdims=True)
         return value
 
-    def update(self, ybar, rows):
+    def update(self, ybar, rows, shares=None):
         """Move the mass estimates towards the batches' mean pseudo-labels ``ybar``
-        (n_runs, K), each from ``rows`` rows; recompute :attr:`value`."""
+        (n_runs, K), each from ``rows`` rows, and the shrink guard's shares towards the
+        batches' ``shares`` of hard assignments (n_runs, K) when given; recompute
+        :attr:`value`."""
         rate = min(1.0, rows / self.n)
         self.mass = (1.0 - rate) * self.mass + rate * np.asarray(ybar, np.float64)
+        if shares is not None:
+            self.hard, self.peak = self._guarded(shares, rows)
         self.value = self._from_mass()
+
+    def _guarded(self, shares, rows):
+        """The guard's moving shares and their peaks after a batch with ``shares``."""
+        if self.hard is None:  # the first batch: the start
+            return shares, shares
+        rate = min(1.0, rows / self.n)
+        hard = (1.0 - rate) * self.hard + rate * shares
+        return hard, np.maximum(self.peak, hard)
 
     def see(self, labels):
         """After a step: move each restart's mass towards the mean of its batch's
-        pseudo-labels (``labels``: one (B, K) tensor per restart, same B). Nothing happens
+        pseudo-labels (``labels``: one (B, K) tensor per restart, same B), and the shrink
+        guard's shares towards the batch's shares of hard assignments. Nothing happens
         when every prior is uniform."""
         if self.varies:
-            stacked = torch.stack([y.detach() for y in labels])  # (R, B, K): one pass
-            ybar = stacked.to("cpu", torch.float64).mean(dim=1).numpy()
-            self.update(ybar, labels[0].shape[0])
+            stacked = torch.stack([y.detach() for y in labels]).to("cpu", torch.float64)
+            ybar = stacked.mean(dim=1).numpy()  # (R, B, K) -> (R, K): one pass
+            self.update(ybar, labels[0].shape[0], hard_shares(stacked.numpy()))
+
+    def row_weights(self, labels):
+        """The factors of the rows' gradients in a batch, (R, B) float64, or None when every
+        row weighs 1 (no prior is estimated).
+
+        The shrink guard (module notes): a row assigned to cluster ``c`` (its largest
+        pseudo-label) in a restart whose prior is estimated weighs
+        ``max(1, GUARD_FRACTION * p_c / h_c) ** GUARD_POWER``, with ``h_c`` the cluster's
+        moving share of hard assignments *including this batch* (:meth:`see` then makes
+        the same update) and ``p_c`` its peak; every other row weighs 1.
+
+        Parameters
+        ----------
+        labels : ndarray or torch.Tensor of shape (R, B, K)
+            The batch's pseudo-labels, one problem per restart.
+        """
+        est = self.kinds == "estimate"
+        if not est.any():
+            return None
+        if isinstance(labels, torch.Tensor):
+            labels = labels.detach().to("cpu", torch.float64).numpy()
+        labels = np.asarray(labels)
+        hard, peak = self._guarded(hard_shares(labels), labels.shape[1])
+        per_cluster = np.maximum(1.0, GUARD_FRACTION * peak / np.maximum(hard, 1e-12))
+        per_cluster = np.where(est[:, None], per_cluster**GUARD_POWER, 1.0)
+        return np.take_along_axis(per_cluster, labels.argmax(axis=2), axis=1)
 
     def tensors(self, device):
         """The priors in force, (R, K): float64 on the host (the solver's) and float32 on
@@ -118,15 +180,24 @@ class PriorTracker:
         when that restart's prior is uniform."""
         if self.kinds[i] == "uniform":
             return None
-        return self._from_mass(np.asarray(mass, np.float64)[None, :], self.kinds[i : i + 1])[0]
+        mass = np.asarray(mass, np.float64)[: self.k]  # a row of state(): the masses first
+        return self._from_mass(mass[None, :], self.kinds[i : i + 1])[0]
 
     def state(self):
-        """The estimated masses (for a checkpoint)."""
-        return self.mass.copy()
+        """The estimated masses (R, K) for a checkpoint, followed along the second axis by
+        the shrink guard's shares and peaks once it has seen a batch (R, 3K)."""
+        if self.hard is None:
+            return self.mass.copy()
+        return np.concatenate([self.mass, self.hard, self.peak], axis=1)
 
-    def restore(self, mass):
-        """Continue from :meth:`state`'s masses."""
-        self.mass = np.array(mass, dtype=np.float64).reshape(self.mass.shape)
+    def restore(self, state):
+        """Continue from :meth:`state` (a checkpoint's masses, with or without the guard's
+        shares)."""
+        state = np.array(state, dtype=np.float64).reshape(len(self.kinds), -1)
+        k = self.k
+        self.mass = state[:, :k].copy()
+        if state.shape[1] == 3 * k:
+            self.hard, self.peak = state[:, k : 2 * k].copy(), state[:, 2 * k :].copy()
         self.value = self._from_mass()
 
 
@@ -141,3 +212,19 @@ def restart_kind(kind: str, run: int) -> str:
     if kind == "auto":  # with init="auto": uniform on random heads, estimated on KMeans heads
         return "uniform" if run % 2 == 0 else "estimate"
     return kind
+
+
+def hard_shares(labels):
+    """Each batch's shares of hard assignments: ``labels`` (R, B, K) -> (R, K), the fraction
+    of the B rows whose largest pseudo-label is each cluster.
+
+    Examples
+    --------
+    >>> hard_shares(np.array([[[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [1.0, 0.0]]])).tolist()
+    [[0.75, 0.25]]
+    """
+    labels = np.asarray(labels)
+    n_runs, b, k = labels.shape
+    counts = np.zeros((n_runs, k))
+    np.add.at(counts, (np.repeat(np.arange(n_runs), b), labels.argmax(axis=2).ravel()), 1.0)
+    return counts / b

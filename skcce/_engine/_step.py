@@ -8,7 +8,10 @@
 3. one optimiser step on the network loss
 
    ``mean_i H(y_i, sigma_i) + fairness_weight * KL(u || mean_i sigma_i)``
-   ``[+ augment_weight * mean_i H(y_i, sigma(aug(x_i)))]``.
+   ``[+ augment_weight * mean_i H(y_i, sigma(aug(x_i)))]``,
+
+   the gradient reaching row ``i`` multiplied by ``w_i``: 1 unless the prior is estimated
+   and the row's cluster has shrunk (the shrink guard of :mod:`skcce._engine._prior`).
 
 The second term is our reading of the supplement's "1.3 as the weight of fairness term in (1)":
 the network loss also carries the fairness term, evaluated on the mean *prediction* (the only
@@ -79,6 +82,18 @@ class Step:
         if self.tracker is not None and self.tracker.varies:
             self.tracker.see([labels])
             self._refresh()
+
+    def row_weights(self, labels, n_global, ctx):
+        """This rank's rows of the weights of the pseudo-label losses (float32 on the
+        device), from the global batch's ``labels`` (B, K); None when every row weighs 1
+        (:meth:`skcce._engine._prior.PriorTracker.row_weights`)."""
+        if self.tracker is None:
+            return None
+        weights = self.tracker.row_weights(labels[None])
+        if weights is None:
+            return None
+        lo, hi = ctx.bounds(n_global)[ctx.rank : ctx.rank + 2]
+        return torch.from_numpy(weights[0, lo:hi]).to(self.cfg.device, torch.float32)
 
     def prior_state(self):
         """The tracker's estimated masses (None when the prior is uniform)."""
@@ -155,6 +170,13 @@ def solve_rows(probs, cfg, prior):
     return _solve(problem, cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter)
 
 
+def _scale_rows(logits, weights):
+    """Multiply the gradient that reaches row ``i`` of ``logits`` (both terms of the
+    network loss) by ``weights[i]`` (nothing when ``weights`` is None)."""
+    if weights is not None and logits.requires_grad:
+        logits.register_hook(lambda grad: grad * weights[:, None])
+
+
 def _forward(model, xb, amp):
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
         return model(xb).float()
@@ -173,6 +195,8 @@ def train_step(step: Step, X, rows, aug_gen) -> StepResult:
     probs = sigma.detach().to(torch.float64)
     probs = probs / probs.sum(dim=1, keepdim=True)  # exact rows in float64
     Y, res = pseudo_labels(probs, n_global, cfg, step.prior, ctx)
+    weights = step.row_weights(res.labels, n_global, ctx)  # this rank's rows, or None
+    _scale_rows(logits, weights)
     Y = _transfer.to_device(Y.to(logits.dtype), device)  # labels solved on the host: one copy
     net_loss = NETWORK_LOSSES[cfg.loss]
     loss = net_loss(logits, Y) if len(idx) else logits.sum() * 0
@@ -188,6 +212,7 @@ def train_step(step: Step, X, rows, aug_gen) -> StepResult:
         # [0, 1] image space, not with the mean pixel
         xa = inputs.normalize(cfg.augment(raw, generator=aug_gen)) if len(idx) else xb
         logits_a = _forward(step.model, xa, cfg.amp)
+        _scale_rows(logits_a, weights)
         loss_a = net_loss(logits_a, Y) if len(idx) else logits_a.sum() * 0
         total = total + cfg.augment_weight * _local_loss(loss_a, len(idx), n_global, ctx.world_size)
     step.optimizer.zero_grad(set_to_none=True)
