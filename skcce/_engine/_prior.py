@@ -90,6 +90,7 @@ class PriorTracker:
         self.kinds = np.array([restart_kind(kind, run) for run in runs])
         self.mass = np.full((len(self.kinds), self.k), 1.0 / self.k)
         self.hard = self.peak = None  # the shrink guard's shares (after the first batch)
+        self._pending = None  # the hard shares of the batch row_weights last saw
         self.sorted = None if values is None else np.sort(np.asarray(values, np.float64))
         self.value = self._from_mass()
 
@@ -138,7 +139,11 @@ class PriorTracker:
         if self.varies:
             stacked = torch.stack([y.detach() for y in labels]).to("cpu", torch.float64)
             ybar = stacked.mean(dim=1).numpy()  # (R, B, K) -> (R, K): one pass
-            self.update(ybar, labels[0].shape[0], hard_shares(stacked.numpy()))
+            shares = self._pending  # this batch's, when row_weights computed them
+            if shares is None or shares.shape != ybar.shape:
+                shares = hard_shares(stacked.numpy())
+            self._pending = None
+            self.update(ybar, labels[0].shape[0], shares)
 
     def row_weights(self, labels):
         """The factors of the rows' gradients in a batch, (R, B) float64, or None when every
@@ -161,10 +166,12 @@ class PriorTracker:
         if isinstance(labels, torch.Tensor):
             labels = labels.detach().to("cpu", torch.float64).numpy()
         labels = np.asarray(labels)
-        hard, peak = self._guarded(hard_shares(labels), labels.shape[1])
+        assigned = labels.argmax(axis=2)  # (R, B)
+        self._pending = shares = _shares(assigned, labels.shape[2])  # for see(), same batch
+        hard, peak = self._guarded(shares, labels.shape[1])
         per_cluster = np.maximum(1.0, GUARD_FRACTION * peak / np.maximum(hard, 1e-12))
         per_cluster = np.where(est[:, None], per_cluster**GUARD_POWER, 1.0)
-        return np.take_along_axis(per_cluster, labels.argmax(axis=2), axis=1)
+        return np.take_along_axis(per_cluster, assigned, axis=1)
 
     def tensors(self, device):
         """The priors in force, (R, K): float64 on the host (the solver's) and float32 on
@@ -224,7 +231,11 @@ def hard_shares(labels):
     [[0.75, 0.25]]
     """
     labels = np.asarray(labels)
-    n_runs, b, k = labels.shape
-    counts = np.zeros((n_runs, k))
-    np.add.at(counts, (np.repeat(np.arange(n_runs), b), labels.argmax(axis=2).ravel()), 1.0)
-    return counts / b
+    return _shares(labels.argmax(axis=2), labels.shape[2])
+
+
+def _shares(assigned, k):
+    """(R, B) cluster indices -> (R, K) shares of the B rows."""
+    n_runs, b = assigned.shape
+    flat = (assigned + k * np.arange(n_runs)[:, None]).ravel()  # run r's cluster c: r * K + c
+    return np.bincount(flat, minlength=n_runs * k).reshape(n_runs, k) / b
