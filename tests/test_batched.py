@@ -285,14 +285,14 @@ def test_batched_and_one_by_one_agree_when_the_shrink_guard_weighs_rows(monkeypa
     params = dict(n_clusters=4, n_init=2, max_epochs=6, batch_size=64, random_state=0,
                   prior="estimate")  # fmt: skip
     fired = []
-    real = _prior.PriorTracker.row_weights
+    real = _prior.PriorTracker.shrink_guard
 
     def spy(self, labels):
         weights = real(self, labels)
         fired.append(0.0 if weights is None else float(weights.max()))
         return weights
 
-    monkeypatch.setattr(_prior.PriorTracker, "row_weights", spy)
+    monkeypatch.setattr(_prior.PriorTracker, "shrink_guard", spy)
     together = _fit_quietly(CCEClustering(**params), X)
     with monkeypatch.context() as m:
         m.setattr(_batched, "applies", lambda *args: False)

@@ -78,40 +78,40 @@ def _batch(counts, k=3):
 def test_shrink_guard_weighs_the_rows_of_a_cluster_that_lost_three_quarters():
     t = PriorTracker("estimate", 3, 1, n_samples=100)
     first = _batch([50, 30, 20])
-    np.testing.assert_array_equal(t.row_weights(first), np.ones((1, 100)))  # the start
-    t.see([__import__("torch").from_numpy(first[0])])
-    np.testing.assert_allclose(t.hard, hard_shares(first))
+    np.testing.assert_array_equal(t.shrink_guard(first), np.ones((1, 100)))  # the start
+    np.testing.assert_allclose(t.hard, [[0.5, 0.3, 0.2]])
     # a batch in which cluster 2 has 1 row: its moving share (one-epoch memory) is 0.01
-    shrunk = _batch([60, 39, 1])
-    w = t.row_weights(shrunk)
+    w = t.shrink_guard(_batch([60, 39, 1]))
     expected = (GUARD_FRACTION * 0.20 / 0.01) ** GUARD_POWER
     assert w[0, -1] == pytest.approx(expected) and expected > 1
     np.testing.assert_array_equal(w[0, :-1], 1.0)  # the grown clusters keep weight 1
-    # shrinking by less than three quarters leaves every weight at 1
-    assert (t.row_weights(_batch([45, 40, 15])) == 1).all()
+    # back above a quarter of its peak: every weight is 1 again
+    assert (t.shrink_guard(_batch([45, 40, 15])) == 1).all()
+    assert hard_shares(np.array([[2, 0, 0, 1]]), 3).tolist() == [[0.5, 0.25, 0.25]]
 
 
 def test_shrink_guard_only_on_estimated_priors():
     labels = np.concatenate([_batch([98, 1, 1])] * 4)
-    assert PriorTracker("uniform", 3, 4, n_samples=100).row_weights(labels) is None
+    assert PriorTracker("uniform", 3, 4, n_samples=100).shrink_guard(labels) is None
     t = PriorTracker("auto", 3, 4, n_samples=100)
-    t.update(np.full((4, 3), 1 / 3), rows=100, shares=hard_shares(_batch([40, 30, 30])))
-    w = t.row_weights(labels)
+    t.shrink_guard(np.concatenate([_batch([40, 30, 30])] * 4))
+    w = t.shrink_guard(labels)
     assert (w[[0, 2]] == 1).all() and (w[[1, 3]] > 1).any()
 
 
 def test_shrink_guard_state_resumes():
-    t = PriorTracker("estimate", 3, 1, n_samples=100)
-    t.update(np.full((1, 3), 1 / 3), rows=50, shares=np.array([[0.5, 0.3, 0.2]]))
-    t.update(np.full((1, 3), 1 / 3), rows=50, shares=np.array([[0.9, 0.1, 0.0]]))
+    t = PriorTracker("estimate", 3, 1, n_samples=200)
+    t.update(np.array([[0.5, 0.3, 0.2]]), rows=100)
+    t.shrink_guard(_batch([50, 30, 20]))
+    t.shrink_guard(_batch([90, 10, 0]))
     state = t.state()
     assert state.shape == (1, 9)
-    resumed = PriorTracker("estimate", 3, 1, n_samples=100)
+    resumed = PriorTracker("estimate", 3, 1, n_samples=200)
     resumed.restore(state)
     labels = _batch([90, 9, 1])
-    np.testing.assert_array_equal(resumed.row_weights(labels), t.row_weights(labels))
     np.testing.assert_array_equal(resumed.value, t.value)
-    older = PriorTracker("estimate", 3, 1, n_samples=100)
+    np.testing.assert_array_equal(resumed.shrink_guard(labels), t.shrink_guard(labels))
+    older = PriorTracker("estimate", 3, 1, n_samples=200)
     older.restore(t.mass)  # a checkpoint written before the guard: the masses alone
     np.testing.assert_array_equal(older.value, t.value)
     assert older.hard is None

@@ -166,7 +166,7 @@ class _Batched:
             u = uniform if self.prior is None else self.prior.numpy()  # the priors in force
             return collision_step(
                 logits, sigma, labels, u, cfg.fairness, cfg.fairness_weight,
-                self.tracker.row_weights(labels),
+                self.tracker.shrink_guard(labels),
             )  # fmt: skip
 
         return fused
@@ -226,7 +226,7 @@ class _Batched:
             self.update_prior(results)
             return torch.from_numpy(loss), torch.from_numpy(fair), logits.detach(), results
         Y = torch.stack([res.labels for res in results])
-        rw = self.tracker.row_weights(Y)  # (R, b) or None: PriorTracker.row_weights
+        rw = self.tracker.shrink_guard(Y)  # (R, b) factors, or None
         if rw is not None:
             rw = torch.from_numpy(rw).to(device=cfg.device, dtype=logits.dtype).unsqueeze(1)
         Y = _transfer.to_device(Y.to(logits.dtype), cfg.device)  # one copy back

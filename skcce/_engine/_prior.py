@@ -31,7 +31,7 @@ shrank 60, 47, 31, 3, 0 rows an epoch from KMeans's own partition; the fairness 
 only its soft mass). The same freedom is what lets the self-labeling improve on its KMeans
 start: on balanced embeddings the better partitions are reached by clusters losing more than
 half of their rows. So the restarts whose prior is estimated multiply the gradient of the
-network loss at the rows of a shrunken cluster (:meth:`PriorTracker.row_weights`; as if those
+network loss at the rows of a shrunken cluster (:meth:`PriorTracker.shrink_guard`; as if those
 rows were repeated in the batch): with ``h_c`` a moving
 average of cluster ``c``'s share of the pseudo-labels' hard assignments (memory one epoch,
 as the mass) and ``p_c`` the largest value it has had, a row assigned to ``c`` weighs
@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-#: The shrink guard (:meth:`PriorTracker.row_weights`): a cluster's rows gain weight once its
+#: The shrink guard (:meth:`PriorTracker.shrink_guard`): a cluster's rows gain weight once its
 #: share of the hard assignments falls below this fraction of the largest it has had ...
 GUARD_FRACTION = 0.25
 #: ... by the ratio of the two raised to this power.
@@ -90,7 +90,6 @@ class PriorTracker:
         self.kinds = np.array([restart_kind(kind, run) for run in runs])
         self.mass = np.full((len(self.kinds), self.k), 1.0 / self.k)
         self.hard = self.peak = None  # the shrink guard's shares (after the first batch)
-        self._pending = None  # the hard shares of the batch row_weights last saw
         self.sorted = None if values is None else np.sort(np.asarray(values, np.float64))
         self.value = self._from_mass()
 
@@ -112,48 +111,32 @@ class PriorTracker:
             value[estimate] = floored / floored.sum(axis=1, keepdims=True)
         return value
 
-    def update(self, ybar, rows, shares=None):
+    def update(self, ybar, rows):
         """Move the mass estimates towards the batches' mean pseudo-labels ``ybar``
-        (n_runs, K), each from ``rows`` rows, and the shrink guard's shares towards the
-        batches' ``shares`` of hard assignments (n_runs, K) when given; recompute
-        :attr:`value`."""
+        (n_runs, K), each from ``rows`` rows; recompute :attr:`value`."""
         rate = min(1.0, rows / self.n)
         self.mass = (1.0 - rate) * self.mass + rate * np.asarray(ybar, np.float64)
-        if shares is not None:
-            self.hard, self.peak = self._guarded(shares, rows)
         self.value = self._from_mass()
-
-    def _guarded(self, shares, rows):
-        """The guard's moving shares and their peaks after a batch with ``shares``."""
-        if self.hard is None:  # the first batch: the start
-            return shares, shares
-        rate = min(1.0, rows / self.n)
-        hard = (1.0 - rate) * self.hard + rate * shares
-        return hard, np.maximum(self.peak, hard)
 
     def see(self, labels):
         """After a step: move each restart's mass towards the mean of its batch's
-        pseudo-labels (``labels``: one (B, K) tensor per restart, same B), and the shrink
-        guard's shares towards the batch's shares of hard assignments. Nothing happens
+        pseudo-labels (``labels``: one (B, K) tensor per restart, same B). Nothing happens
         when every prior is uniform."""
         if self.varies:
-            stacked = torch.stack([y.detach() for y in labels]).to("cpu", torch.float64)
-            ybar = stacked.mean(dim=1).numpy()  # (R, B, K) -> (R, K): one pass
-            shares = self._pending  # this batch's, when row_weights computed them
-            if shares is None or shares.shape != ybar.shape:
-                shares = hard_shares(stacked.numpy())
-            self._pending = None
-            self.update(ybar, labels[0].shape[0], shares)
+            stacked = torch.stack([y.detach() for y in labels])  # (R, B, K): one pass
+            ybar = stacked.to("cpu", torch.float64).mean(dim=1).numpy()
+            self.update(ybar, labels[0].shape[0])
 
-    def row_weights(self, labels):
-        """The factors of the rows' gradients in a batch, (R, B) float64, or None when every
-        row weighs 1 (no prior is estimated).
+    def shrink_guard(self, labels):
+        """The shrink guard (module notes) for a batch whose pseudo-labels are solved: move
+        each cluster's moving share of hard assignments towards the batch's (memory one
+        epoch) and its peak, and return the factors of the rows' gradients, (R, B)
+        float64, or None when no prior is estimated (then nothing is tracked).
 
-        The shrink guard (module notes): a row assigned to cluster ``c`` (its largest
-        pseudo-label) in a restart whose prior is estimated weighs
-        ``max(1, GUARD_FRACTION * p_c / h_c) ** GUARD_POWER``, with ``h_c`` the cluster's
-        moving share of hard assignments *including this batch* (:meth:`see` then makes
-        the same update) and ``p_c`` its peak; every other row weighs 1.
+        A row assigned to cluster ``c`` (its largest pseudo-label) in a restart whose prior
+        is estimated gets ``max(1, GUARD_FRACTION * p_c / h_c) ** GUARD_POWER``, with
+        ``h_c`` the cluster's share including this batch and ``p_c`` its peak; every other
+        row gets 1. A step calls it once, before its optimiser step.
 
         Parameters
         ----------
@@ -167,9 +150,14 @@ class PriorTracker:
             labels = labels.detach().to("cpu", torch.float64).numpy()
         labels = np.asarray(labels)
         assigned = labels.argmax(axis=2)  # (R, B)
-        self._pending = shares = _shares(assigned, labels.shape[2])  # for see(), same batch
-        hard, peak = self._guarded(shares, labels.shape[1])
-        per_cluster = np.maximum(1.0, GUARD_FRACTION * peak / np.maximum(hard, 1e-12))
+        shares = hard_shares(assigned, labels.shape[2])
+        if self.hard is None:  # the first batch: the start
+            self.hard, self.peak = shares, shares
+        else:
+            rate = min(1.0, labels.shape[1] / self.n)
+            self.hard = (1.0 - rate) * self.hard + rate * shares
+            self.peak = np.maximum(self.peak, self.hard)
+        per_cluster = np.maximum(1.0, GUARD_FRACTION * self.peak / np.maximum(self.hard, 1e-12))
         per_cluster = np.where(est[:, None], per_cluster**GUARD_POWER, 1.0)
         return np.take_along_axis(per_cluster, assigned, axis=1)
 
@@ -221,21 +209,15 @@ def restart_kind(kind: str, run: int) -> str:
     return kind
 
 
-def hard_shares(labels):
-    """Each batch's shares of hard assignments: ``labels`` (R, B, K) -> (R, K), the fraction
-    of the B rows whose largest pseudo-label is each cluster.
+def hard_shares(assigned, k):
+    """Each batch's shares of hard assignments: the cluster indices ``assigned`` (R, B)
+    of ``k`` clusters -> (R, k), the fraction of the B rows in each cluster.
 
     Examples
     --------
-    >>> hard_shares(np.array([[[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [1.0, 0.0]]])).tolist()
+    >>> hard_shares(np.array([[0, 0, 1, 0]]), 2).tolist()
     [[0.75, 0.25]]
     """
-    labels = np.asarray(labels)
-    return _shares(labels.argmax(axis=2), labels.shape[2])
-
-
-def _shares(assigned, k):
-    """(R, B) cluster indices -> (R, K) shares of the B rows."""
     n_runs, b = assigned.shape
     flat = (assigned + k * np.arange(n_runs)[:, None]).ravel()  # run r's cluster c: r * K + c
     return np.bincount(flat, minlength=n_runs * k).reshape(n_runs, k) / b

@@ -83,17 +83,15 @@ class Step:
             self.tracker.see([labels])
             self._refresh()
 
-    def row_weights(self, labels, n_global, ctx):
-        """This rank's rows of the weights of the pseudo-label losses (float32 on the
-        device), from the global batch's ``labels`` (B, K); None when every row weighs 1
-        (:meth:`skcce._engine._prior.PriorTracker.row_weights`)."""
-        if self.tracker is None:
+    def guard_factors(self, labels, n_global, ctx):
+        """This rank's rows of the factors of the rows' gradients (float32 on the device),
+        from the global batch's ``labels`` (B, K); None when every row gets 1
+        (:meth:`skcce._engine._prior.PriorTracker.shrink_guard`)."""
+        factors = None if self.tracker is None else self.tracker.shrink_guard(labels[None])
+        if factors is None:
             return None
-        weights = self.tracker.row_weights(labels[None])
-        if weights is None:
-            return None
-        lo, hi = ctx.bounds(n_global)[ctx.rank : ctx.rank + 2]
-        return torch.from_numpy(weights[0, lo:hi]).to(self.cfg.device, torch.float32)
+        local = factors[0, _local_rows(ctx, n_global)]
+        return torch.from_numpy(local).to(self.cfg.device, torch.float32)
 
     def prior_state(self):
         """The tracker's estimated masses (None when the prior is uniform)."""
@@ -139,8 +137,13 @@ def pseudo_labels(probs, n_global, cfg, prior, ctx):
     """
     probs = host_probs(ctx.gather_rows(probs, n_global), cfg)
     res = solve_rows(probs, cfg, prior)
+    return res.labels[_local_rows(ctx, n_global)], res
+
+
+def _local_rows(ctx, n_global):
+    """This rank's rows of a global batch of ``n_global`` rows, as a slice."""
     lo, hi = ctx.bounds(n_global)[ctx.rank : ctx.rank + 2]
-    return res.labels[lo:hi], res
+    return slice(lo, hi)
 
 
 def host_probs(probs, cfg):
@@ -170,11 +173,11 @@ def solve_rows(probs, cfg, prior):
     return _solve(problem, cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter)
 
 
-def _scale_rows(logits, weights):
+def _scale_rows(logits, factors):
     """Multiply the gradient that reaches row ``i`` of ``logits`` (both terms of the
-    network loss) by ``weights[i]`` (nothing when ``weights`` is None)."""
-    if weights is not None and logits.requires_grad:
-        logits.register_hook(lambda grad: grad * weights[:, None])
+    network loss) by ``factors[i]`` (nothing when ``factors`` is None)."""
+    if factors is not None and logits.requires_grad:
+        logits.register_hook(lambda grad: grad * factors[:, None])
 
 
 def _forward(model, xb, amp):
@@ -195,8 +198,8 @@ def train_step(step: Step, X, rows, aug_gen) -> StepResult:
     probs = sigma.detach().to(torch.float64)
     probs = probs / probs.sum(dim=1, keepdim=True)  # exact rows in float64
     Y, res = pseudo_labels(probs, n_global, cfg, step.prior, ctx)
-    weights = step.row_weights(res.labels, n_global, ctx)  # this rank's rows, or None
-    _scale_rows(logits, weights)
+    factors = step.guard_factors(res.labels, n_global, ctx)  # this rank's rows, or None
+    _scale_rows(logits, factors)
     Y = _transfer.to_device(Y.to(logits.dtype), device)  # labels solved on the host: one copy
     net_loss = NETWORK_LOSSES[cfg.loss]
     loss = net_loss(logits, Y) if len(idx) else logits.sum() * 0
@@ -212,7 +215,7 @@ def train_step(step: Step, X, rows, aug_gen) -> StepResult:
         # [0, 1] image space, not with the mean pixel
         xa = inputs.normalize(cfg.augment(raw, generator=aug_gen)) if len(idx) else xb
         logits_a = _forward(step.model, xa, cfg.amp)
-        _scale_rows(logits_a, weights)
+        _scale_rows(logits_a, factors)
         loss_a = net_loss(logits_a, Y) if len(idx) else logits_a.sum() * 0
         total = total + cfg.augment_weight * _local_loss(loss_a, len(idx), n_global, ctx.world_size)
     step.optimizer.zero_grad(set_to_none=True)
