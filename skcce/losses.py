@@ -260,10 +260,27 @@ def fairness(
     return _kl_term(ybar, prior, kind)
 
 
-def _kl_term(ybar: torch.Tensor, prior: torch.Tensor | None, kind: str) -> torch.Tensor:
+def _floored(ybar: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The mean prediction as the network loss's fairness term reads it: the entries of a
+    positive prior floored at the dtype's smallest normal number.
+
+    A very confident head (logit gaps above about 100) can leave a cluster that no row of a
+    batch predicts at all in float32: its mean is then exactly 0, the term infinite and its
+    gradient NaN, and the next step spreads NaN through the head. Above the floor the values
+    and gradients are unchanged; at it the term is finite and that entry passes no gradient
+    (its rows' predictions are 0, so the softmax passes none either).
+    """
+    return torch.where(u > 0, ybar.clamp_min(torch.finfo(ybar.dtype).tiny), ybar)
+
+
+def _kl_term(
+    ybar: torch.Tensor, prior: torch.Tensor | None, kind: str, floor: bool = False
+) -> torch.Tensor:
     if kind not in FAIRNESS:
         raise ValueError(f"fairness must be one of {FAIRNESS}; got {kind!r}")
     u = _uniform_or(prior, ybar)
+    if floor:  # the network loss's term (:func:`_floored`); the solvers' stays exact
+        ybar = _floored(ybar, u)
     if kind == "reverse":
         return (torch.xlogy(u, u) - torch.xlogy(u, ybar)).sum(dim=-1)
     return (torch.xlogy(ybar, ybar) - torch.xlogy(ybar, u)).sum(dim=-1)
@@ -406,9 +423,10 @@ def _network_loss_grad(logits, sigma, target, loss, prior, kind, fairness_weight
             a = torch.log(target.clamp_min(torch.finfo(logits.dtype).tiny))
             rows = -sigma * (a - (sigma * a).sum(dim=1, keepdim=True))
     ybar = sigma.mean(dim=-1)  # (R, K)
-    fair = _kl_term(ybar, prior, kind)
+    fair = _kl_term(ybar, prior, kind, floor=True)
     if fairness_weight:
         u = _uniform_or(prior, ybar)
+        ybar = _floored(ybar, u)
         g = (-u / ybar if kind == "reverse" else torch.log(ybar) + 1.0 - torch.log(u))[..., None]
         rows = rows + fairness_weight * sigma * (g - (sigma * g).sum(dim=1, keepdim=True))
     if row_weight is not None:

@@ -277,6 +277,28 @@ def test_compiled_collision_step_equals_the_torch_reference(fairness, prior, wei
     np.testing.assert_allclose(fair, ref_f.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("fairness", ["reverse", "forward"])
+def test_compiled_collision_step_survives_a_cluster_no_row_predicts(fairness):
+    from skcce._engine._fused import collision_step
+    from skcce.losses import _network_loss_grad
+
+    gen = torch.Generator().manual_seed(1)
+    logits = 3 * torch.randn(2, 4, 30, generator=gen)
+    logits[1, 3] = -200.0  # restart 1: no row predicts cluster 3 at all in float32
+    sigma = torch.softmax(logits, dim=1)
+    assert float(sigma[1, 3].max()) == 0.0
+    Y = torch.softmax(4 * torch.randn(2, 30, 4, generator=gen, dtype=torch.float64), dim=2)
+    values, fair, grad = collision_step(
+        logits.numpy(), sigma.numpy(), Y.numpy(), np.full(4, 0.25), fairness, 1.3
+    )
+    assert np.isfinite(grad).all() and np.isfinite(values).all() and np.isfinite(fair).all()
+    ref_v, ref_f, ref_g = _network_loss_grad(
+        logits, sigma, Y.transpose(1, 2).contiguous(), "collision", None, fairness, 1.3
+    )
+    np.testing.assert_allclose(grad, ref_g.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(fair, ref_f.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_batched_and_one_by_one_agree_when_the_shrink_guard_weighs_rows(monkeypatch):
     from skcce._engine import _prior
 

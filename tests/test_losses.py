@@ -269,3 +269,43 @@ def test_closed_form_collision_gradient_survives_underflow():
     _, _, grad = _network_loss_grad(z, sigma, Y, "collision", None, "reverse", 0.0)
     assert torch.isfinite(grad).all()
     torch.testing.assert_close(grad, torch.tensor([[[-1.0], [1.0]]]))
+
+
+@pytest.mark.parametrize("kind", ["reverse", "forward"])
+@pytest.mark.parametrize("uniform", [True, False])
+def test_network_fairness_survives_a_cluster_no_row_predicts(kind, uniform):
+    from skcce.losses import ROW_VALUES, _kl_term, _network_loss_grad
+
+    # a head so confident that no row of the batch predicts cluster 2 at all in float32:
+    # its mean prediction is exactly 0 (the fairness term infinite, its gradient NaN unfloored)
+    z = torch.tensor([[[2.0, -1.0, 1.0], [-1.0, 2.0, 0.5], [-200.0, -200.0, -200.0]]])
+    z.requires_grad_(True)
+    sigma = torch.softmax(z, dim=1)
+    assert float(sigma[0, 2].max()) == 0.0
+    Y = torch.tensor([[[1.0, 0.0, 0.6], [0.0, 1.0, 0.1], [0.0, 0.0, 0.3]]])
+    prior = None if uniform else torch.tensor([0.5, 0.3, 0.2])
+    values, fair, grad = _network_loss_grad(
+        z.detach(), sigma.detach(), Y, "collision", prior, kind, 1.3
+    )
+    assert torch.isfinite(values).all() and torch.isfinite(fair).all()
+    assert torch.isfinite(grad).all()
+    # the autograd path of the train step reads the same floored term
+    auto = ROW_VALUES["collision"](z, Y).mean(dim=1) + 1.3 * _kl_term(
+        sigma.mean(dim=2), prior, kind, floor=True
+    )
+    auto.sum().backward()
+    assert torch.isfinite(z.grad).all()
+    torch.testing.assert_close(grad, z.grad, rtol=1e-5, atol=1e-6)
+    # the empty cluster's rows pass no gradient (their predictions are 0); the others still
+    # get the collision and fairness pulls
+    assert float(grad[0, 2].abs().max()) == 0.0 and float(grad[0, :2].abs().max()) > 0.0
+
+
+def test_network_fairness_is_unchanged_above_the_floor():
+    from skcce.losses import _kl_term
+
+    ybar = torch.tensor([0.7, 0.2999, 1e-4])
+    for kind in ("reverse", "forward"):
+        assert float(_kl_term(ybar, None, kind, floor=True)) == float(_kl_term(ybar, None, kind))
+    # the public term stays the mathematical one: infinite for an empty cluster
+    assert math.isinf(float(_kl_term(torch.tensor([1.0, 0.0]), None, "reverse")))

@@ -241,7 +241,7 @@ class _Batched:
             if rw is not None:  # the rows' gradients times their factors
                 logits.register_hook(lambda grad: grad * rw)
             loss = ROW_VALUES[cfg.loss](logits, Y).mean(dim=1)  # per restart
-            fair = _kl_term(sigma.mean(dim=2), self.prior_dev, cfg.fairness)
+            fair = _kl_term(sigma.mean(dim=2), self.prior_dev, cfg.fairness, floor=True)
             self.optimizer.zero_grad(set_to_none=True)
             (loss + cfg.fairness_weight * fair).sum().backward()
             self.optimizer.step()

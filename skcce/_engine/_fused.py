@@ -16,6 +16,11 @@ import math
 import numpy as np
 from numba import njit
 
+#: The floor of a positive-prior cluster's mean prediction in the fairness term: float32's
+#: smallest normal number, as the torch reference (:func:`skcce.losses._floored`) on float32
+#: logits.
+FLOOR = float(np.finfo(np.float32).tiny)
+
 
 @njit(cache=True, error_model="numpy", nogil=True)
 def _collision_step(logits, sigma, labels, rw, u, forward, weight, grad, values, fair):
@@ -57,6 +62,8 @@ def _collision_step(logits, sigma, labels, rw, u, forward, weight, grad, values,
         kl = 0.0
         for k in range(K):
             ybar[k] /= B
+            if u[r, k] > 0:  # the torch reference's floor (skcce.losses._floored)
+                ybar[k] = max(ybar[k], FLOOR)
             if forward:
                 if ybar[k] > 0:
                     kl += ybar[k] * (math.log(ybar[k]) - math.log(u[r, k]))

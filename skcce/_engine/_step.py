@@ -207,7 +207,7 @@ def train_step(step: Step, X, rows, aug_gen) -> StepResult:
         mean_sigma = ctx.global_sum(sigma.sum(dim=0)) / n_global
     else:
         mean_sigma = sigma.mean(dim=0)
-    fair = _kl_term(mean_sigma, step.prior_dev, cfg.fairness)
+    fair = _kl_term(mean_sigma, step.prior_dev, cfg.fairness, floor=True)
     total = _local_loss(loss, len(idx), n_global, ctx.world_size)
     total = total + cfg.fairness_weight * fair
     if cfg.augment is not None and cfg.augment_weight > 0:
