@@ -423,10 +423,10 @@ def _network_loss_grad(logits, sigma, target, loss, prior, kind, fairness_weight
             a = torch.log(target.clamp_min(torch.finfo(logits.dtype).tiny))
             rows = -sigma * (a - (sigma * a).sum(dim=1, keepdim=True))
     ybar = sigma.mean(dim=-1)  # (R, K)
-    fair = _kl_term(ybar, prior, kind, floor=True)
+    u = _uniform_or(prior, ybar)
+    ybar = _floored(ybar, u)  # the train step's term (_kl_term(..., floor=True))
+    fair = _kl_term(ybar, prior, kind)
     if fairness_weight:
-        u = _uniform_or(prior, ybar)
-        ybar = _floored(ybar, u)
         g = (-u / ybar if kind == "reverse" else torch.log(ybar) + 1.0 - torch.log(u))[..., None]
         rows = rows + fairness_weight * sigma * (g - (sigma * g).sum(dim=1, keepdim=True))
     if row_weight is not None:

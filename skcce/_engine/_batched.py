@@ -37,7 +37,7 @@ from torch import nn
 
 from skcce._engine._callbacks import EpochEnd, RunResult
 from skcce._engine._inference import infer_proba
-from skcce._engine._step import _forward, host_probs, solve_rows
+from skcce._engine._step import _forward, _scale_rows, host_probs, solve_rows
 from skcce._engine._train import make_optimizer, make_tracker
 from skcce.losses import ROW_VALUES, _kl_term, _network_loss_grad
 from skcce.metrics import mutual_information
@@ -238,8 +238,7 @@ class _Batched:
             )  # fmt: skip
             self._update(torch.bmm(grad, xb), grad.sum(dim=2))
         else:
-            if rw is not None:  # the rows' gradients times their factors
-                logits.register_hook(lambda grad: grad * rw)
+            _scale_rows(logits, rw)  # the rows' gradients times their factors
             loss = ROW_VALUES[cfg.loss](logits, Y).mean(dim=1)  # per restart
             fair = _kl_term(sigma.mean(dim=2), self.prior_dev, cfg.fairness, floor=True)
             self.optimizer.zero_grad(set_to_none=True)

@@ -84,13 +84,13 @@ class Step:
             self._refresh()
 
     def guard_factors(self, labels, n_global, ctx):
-        """This rank's rows of the factors of the rows' gradients (float32 on the device),
-        from the global batch's ``labels`` (B, K); None when every row gets 1
+        """This rank's rows of the factors of the rows' gradients, (b, 1) float32 on the
+        device, from the global batch's ``labels`` (B, K); None when every row gets 1
         (:meth:`skcce._engine._prior.PriorTracker.shrink_guard`)."""
         factors = None if self.tracker is None else self.tracker.shrink_guard(labels[None])
         if factors is None:
             return None
-        local = factors[0, _local_rows(ctx, n_global)]
+        local = factors[0, _local_rows(ctx, n_global), None]  # (b, 1): against (b, K) logits
         return torch.from_numpy(local).to(self.cfg.device, torch.float32)
 
     def prior_state(self):
@@ -174,10 +174,11 @@ def solve_rows(probs, cfg, prior):
 
 
 def _scale_rows(logits, factors):
-    """Multiply the gradient that reaches row ``i`` of ``logits`` (both terms of the
-    network loss) by ``factors[i]`` (nothing when ``factors`` is None)."""
+    """Multiply the gradient that reaches ``logits`` (both terms of the network loss) by
+    ``factors``, shaped to broadcast against it (one factor per row); nothing when
+    ``factors`` is None."""
     if factors is not None and logits.requires_grad:
-        logits.register_hook(lambda grad: grad * factors[:, None])
+        logits.register_hook(lambda grad: grad * factors)
 
 
 def _forward(model, xb, amp):
