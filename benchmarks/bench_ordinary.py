@@ -76,6 +76,7 @@ CANDIDATES = {
     "weight_decay=0.01": {"weight_decay": 0.01},
     "prior=None": {"prior": None},
     "whiten=True": {"whiten": True},  # within-cluster whitening (off by default)
+    "whiten=0.75": {"whiten": 0.75},  # part-way: the covariance to the power -3/8
     "n_init=1": {"n_init": 1},  # n_init="auto" on the large sets before they got ten restarts
     "one kind": {"init": "random", "prior": None},  # ten random-head, uniform-prior restarts
 }

@@ -150,19 +150,22 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         The measurements behind this choice are in docs/benchmarks.md
         (``bench_embeddings``, ``bench_vs_kmeans``, ``bench_ordinary``).
         ``"kmeans"`` or an array with a non-linear model is a ``ValueError``.
-    whiten : bool, default=False
+    whiten : bool or float in [0, 1], default=False
         Linear head only: train in the geometry of the clusters' shared covariance. Before
         training, KMeans and the pooled within-cluster covariance (Ledoit-Wolf) are
         alternated three times on the normalised features (at most 5000 rows), and every
-        normalised row the model sees, in ``fit`` and after, is multiplied by the inverse
-        square root of that covariance (``whitening_``; :mod:`skcce._engine._whiten`): the
-        boundaries a Gaussian mixture with one tied covariance would draw become
-        Euclidean ones. Measured on low-dimensional data with elongated clusters
-        (anisotropic blobs, iris, breast cancer) it adds 0.03 to 0.13 accuracy; on
-        embeddings whose KMeans partition is far from the classes it can lose as much, so
-        it is off by default (docs/user_guide.md, "Elongated clusters"). Costs three
-        ``KMeans(n_init=10)`` fits of the sample. ``True`` with a non-linear model is a
-        ``ValueError``.
+        normalised row the model sees, in ``fit`` and after, is multiplied by that
+        covariance to the power ``-whiten / 2`` (``whitening_``;
+        :mod:`skcce._engine._whiten`). ``True`` (= 1) whitens fully: the boundaries a
+        Gaussian mixture with one tied covariance would draw become Euclidean ones;
+        a strength below 1 evens the directions out partly; ``False`` (= 0) leaves the
+        rows as they are. Measured on 18 data sets (docs/user_guide.md, "Elongated
+        clusters"): ``True`` adds 0.03 to 0.13 accuracy on low-dimensional data with
+        elongated clusters (anisotropic blobs, iris, breast cancer) but loses up to 0.09 on
+        embeddings and pixels whose KMeans partition is far from the classes; ``0.75``
+        kept every set within 0.005 of KMeans on most seed groups. Off by default: it costs
+        three ``KMeans(n_init=10)`` fits of the sample. A positive value with a non-linear
+        model is a ``ValueError``.
     optimizer : {"auto", "sgd", "adam"}, default="auto"
         Optimiser of the network step. ``"auto"``: ``"sgd"`` for the linear head,
         ``"adam"`` for every other model (the table under "Model-aware defaults" in the
@@ -298,9 +301,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     init_ : {"random", "kmeans"} or ndarray
         The initialisation used (``init`` with "auto" resolved; the user's array as given).
     whitening_ : ndarray of shape (n_features, n_features) or None
-        With ``whiten=True``: the map applied to every normalised row (the inverse square
-        root of the pooled within-cluster covariance, scaled to the normalisation's unit
-        mean variance); None otherwise.
+        With a positive ``whiten``: the map applied to every normalised row (the pooled
+        within-cluster covariance to the power ``-whiten / 2``, scaled to the
+        normalisation's unit mean variance); None otherwise.
     optimizer_ : {"sgd", "adam"}
         The optimiser used (``optimizer`` with "auto" resolved).
     learning_rate_ : float
@@ -386,7 +389,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "fairness_weight": [Interval(Real, 0, None, closed="left")],
         "model": [StrOptions(set(_MODEL_NAMES)), torch.nn.Module, callable],
         "init": [StrOptions({"auto", "random", "kmeans"}), "array-like"],
-        "whiten": ["boolean"],
+        "whiten": ["boolean", Interval(Real, 0, 1, closed="both")],
         "optimizer": [StrOptions({"auto", "sgd", "adam"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "backbone_learning_rate": [Interval(Real, 0, None, closed="left"), None],
@@ -627,7 +630,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
-        if self.whiten:  # rank 0's map on every rank (a BLAS may round differently elsewhere)
+        if float(self.whiten) > 0:  # rank 0's map on every rank (a BLAS may differ elsewhere)
             whitening = self._whitening(X, prepared.inputs, int(seeds[0]), linear)
             prepared.inputs.whiten = ctx.broadcast(whitening, device)
         # a candidate of n_clusters="auto" starts every restart from its own KMeans run: the
@@ -637,14 +640,16 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         return _FitPlan(ctx, prepared, cfg, settings["n_init"], seeds, build, settings, linear)
 
     def _whitening(self, X, inputs, seed, linear):
-        """``whiten=True``: the map of :func:`skcce._engine._whiten.within_whitening`,
+        """A positive ``whiten``: the map of :func:`skcce._engine._whiten.within_whitening`,
         estimated on a sample of the normalised rows."""
         if not linear:
             raise ValueError(
-                f"whiten=True needs the linear head (model='linear'); got model={self.model!r}"
+                f"whiten={self.whiten!r} needs the linear head (model='linear'); "
+                f"got model={self.model!r}"
             )
         rows = inputs.raw(X, _whiten.sample_index(len(X), seed), torch.device("cpu"))
-        return _whiten.within_whitening(rows.double().numpy(), self.n_clusters, seed)
+        strength = float(self.whiten)
+        return _whiten.within_whitening(rows.double().numpy(), self.n_clusters, seed, strength)
 
     def _checkpoint_settings(self, plan):
         """The parameters a checkpoint must agree on (those that change the fitted model)."""

@@ -47,6 +47,35 @@ def test_inverse_root_whitens_the_covariance():
     np.testing.assert_allclose(A, A.T, atol=1e-12)
 
 
+def test_inverse_root_strength_is_a_power_of_the_covariance():
+    rng = np.random.RandomState(1)
+    M = rng.randn(5, 5)
+    cov = M @ M.T + 0.1 * np.eye(5)
+    full = inverse_root(cov, floor=1e-12)
+    np.testing.assert_array_equal(inverse_root(cov, floor=1e-12, strength=1.0), full)
+    half = inverse_root(cov, floor=1e-12, strength=0.5)
+    np.testing.assert_allclose(half @ half, full, atol=1e-10)  # cov ** -1/4, twice: cov ** -1/2
+    for strength in (0.25, 0.75):
+        A = inverse_root(cov, floor=1e-12, strength=strength)
+        values = np.linalg.eigvalsh(A.T @ cov @ A)  # cov ** (1 - strength): less round than 1
+        np.testing.assert_allclose(
+            np.sort(values), np.sort(np.linalg.eigvalsh(cov) ** (1 - strength)), rtol=1e-8
+        )
+    np.testing.assert_allclose(inverse_root(cov, floor=1e-12, strength=0.0), np.eye(5), atol=1e-12)
+
+
+def test_partial_whitening_rounds_the_covariance_part_way():
+    X, y = _tied()
+    Z = (X - X.mean(0)) / np.sqrt(X.var(0).mean())
+    conditioning = {
+        s: np.linalg.cond(_within(Z @ within_whitening(Z, 3, seed=0, strength=s), y))
+        for s in (0.5, 0.75, 1.0)
+    }
+    before = np.linalg.cond(_within(Z, y))
+    assert before > conditioning[0.5] > conditioning[0.75] > conditioning[1.0]
+    assert conditioning[0.75] > 1.5  # not round: the directions evened out only partly
+
+
 def test_pooled_within_leaves_out_the_cluster_means():
     X, y = _tied()
     pooled = pooled_within(X, y)
@@ -132,6 +161,46 @@ def test_whiten_rejects_non_booleans():
         CCEClustering(n_clusters=2, whiten="yes").fit(np.eye(4))
 
 
+def test_whiten_strength_one_is_true_and_zero_is_false():
+    X, _ = _sheared(n=600)
+    params = dict(n_clusters=3, random_state=0, n_init=2, max_epochs=2)
+    full = CCEClustering(**params, whiten=True).fit(X)
+    one = CCEClustering(**params, whiten=1.0).fit(X)
+    np.testing.assert_array_equal(one.whitening_, full.whitening_)
+    np.testing.assert_array_equal(one.labels_, full.labels_)
+    off = CCEClustering(**params, whiten=False).fit(X)
+    zero = CCEClustering(**params, whiten=0.0).fit(X)
+    assert zero.whitening_ is None and off.whitening_ is None
+    np.testing.assert_array_equal(zero.labels_, off.labels_)
+
+
+def test_partial_whitening_fits_and_predicts():
+    X, y = _sheared()
+    est = CCEClustering(n_clusters=3, random_state=0, whiten=0.75).fit(X)
+    full = CCEClustering(n_clusters=3, random_state=0, whiten=True).fit(X)
+    assert est.whitening_.shape == (2, 2) and not np.allclose(est.whitening_, full.whitening_)
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    assert np.isfinite(est.predict_proba(X)).all()
+    plain = CCEClustering(n_clusters=3, random_state=0).fit(X)
+    kmeans = clustering_accuracy(y, KMeans(3, n_init=10, random_state=0).fit_predict(X))
+    accuracy = [clustering_accuracy(y, e.labels_) for e in (plain, est, full)]
+    assert accuracy[0] < accuracy[1] < accuracy[2]  # part-way: 0.70 < 0.73 < 0.94
+    assert accuracy[1] > kmeans + 0.02
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, float("nan")])
+def test_whiten_rejects_strengths_outside_0_1(bad):
+    with pytest.raises(ValueError, match="whiten"):
+        CCEClustering(n_clusters=2, whiten=bad).fit(np.eye(4))
+
+
+def test_partial_whiten_needs_the_linear_head():
+    images = np.random.RandomState(0).randint(0, 255, size=(8, 16, 16), dtype=np.uint8)
+    est = CCEClustering(n_clusters=2, model="vgg4", whiten=0.5, max_epochs=1, n_init=1)
+    with pytest.raises(ValueError, match="whiten=0.5 needs the linear head"):
+        est.fit(images)
+
+
 def test_cli_whiten_flag(tmp_path):
     X, y = _sheared(n=600)
     np.save(tmp_path / "f.npy", X)
@@ -142,6 +211,13 @@ def test_cli_whiten_flag(tmp_path):
         labels = np.array([int(row[1]) for row in list(csv.reader(handle))[1:]])
     direct = CCEClustering(n_clusters=3, random_state=0, device="cpu", whiten=True).fit(X)
     np.testing.assert_array_equal(labels, direct.labels_)
+    assert cluster_main(["--whiten-strength", "0.75", str(tmp_path / "f.npy"), *common]) == 0
+    with open(out, newline="") as handle:
+        labels = np.array([int(row[1]) for row in list(csv.reader(handle))[1:]])
+    direct = CCEClustering(n_clusters=3, random_state=0, device="cpu", whiten=0.75).fit(X)
+    np.testing.assert_array_equal(labels, direct.labels_)
+    assert cluster_main([str(tmp_path / "f.npy"), *common, "--whiten-strength", "much"]) == 2
+    assert cluster_main([str(tmp_path / "f.npy"), *common, "--whiten-strength", "1.5"]) == 1
 
 
 def test_whiten_with_n_clusters_auto():

@@ -195,6 +195,13 @@ def _add_arguments(parser):
         help="CCEClustering's whiten=True: train in the clusters' shared covariance (helps "
         "low-dimensional features with elongated clusters; see the user guide)",
     )
+    parser.add_argument(
+        "--whiten-strength",
+        type=float,
+        default=None,
+        metavar="S",
+        help="CCEClustering's whiten=S, S in [0, 1]: whiten part-way (e.g. 0.75; 1 is --whiten)",
+    )
     parser.add_argument("--random-state", type=int, default=None, help="seed for reproducibility")
     parser.add_argument("--verbose", "-v", action="count", default=0, help="show progress")
     parser.add_argument(
@@ -370,7 +377,9 @@ def _clustering(args):
         cluster_params["n_clusters_range"] = args.n_clusters_range
     if args.lam is not None:
         cluster_params["lam"] = args.lam
-    if args.whiten:
+    if args.whiten_strength is not None:
+        cluster_params["whiten"] = args.whiten_strength
+    elif args.whiten:
         cluster_params["whiten"] = True
     return CCEClustering(**cluster_params)
 
