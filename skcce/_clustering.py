@@ -163,9 +163,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         clusters"): ``True`` adds 0.03 to 0.13 accuracy on low-dimensional data with
         elongated clusters (anisotropic blobs, iris, breast cancer) but loses up to 0.09 on
         embeddings and pixels whose KMeans partition is far from the classes; ``0.75``
-        kept every set within 0.005 of KMeans on most seed groups. Off by default: it costs
-        three ``KMeans(n_init=10)`` fits of the sample. A positive value with a non-linear
-        model is a ``ValueError``.
+        kept every set within 0.005 of KMeans or above on two of four seed groups and all
+        but one or two on the others, but costs part of the margin on large balanced
+        embeddings and pixels. Off by default: it costs three ``KMeans(n_init=10)`` fits of
+        the sample. A positive value with a non-linear model is a ``ValueError``.
     optimizer : {"auto", "sgd", "adam"}, default="auto"
         Optimiser of the network step. ``"auto"``: ``"sgd"`` for the linear head,
         ``"adam"`` for every other model (the table under "Model-aware defaults" in the
