@@ -83,7 +83,7 @@ def inverse_root(cov: np.ndarray, floor: float, strength: float = 1.0) -> np.nda
     """
     values, vectors = np.linalg.eigh(cov)
     values = np.maximum(values, floor)
-    if strength == 1.0:
+    if strength == 1.0:  # np.sqrt, not ** 0.5: whiten=True keeps its map bit for bit
         return (vectors / np.sqrt(values)) @ vectors.T
     return (vectors / values ** (strength / 2.0)) @ vectors.T
 
