@@ -165,8 +165,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         embeddings and pixels whose KMeans partition is far from the classes; ``0.75``
         kept every set within 0.005 of KMeans or above on two of four seed groups and all
         but one or two on the others, but costs part of the margin on large balanced
-        embeddings and pixels. Off by default: it costs three ``KMeans(n_init=10)`` fits of
-        the sample. A positive value with a non-linear model is a ``ValueError``.
+        embeddings and pixels, and on PCA-reduced embeddings. Off by default: it costs
+        three ``KMeans(n_init=10)`` fits of the sample. With ``n_clusters="auto"`` the
+        search compares its candidates without whitening and whitens the fit of the chosen
+        K. A positive value with a non-linear model is a ``ValueError``.
     optimizer : {"auto", "sgd", "adam"}, default="auto"
         Optimiser of the network step. ``"auto"``: ``"sgd"`` for the linear head,
         ``"adam"`` for every other model (the table under "Model-aware defaults" in the
@@ -744,14 +746,25 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             sample = np.sort(rng.choice(len(X), _n_clusters.SEARCH_ROWS, replace=False))
         data = X if sample is None else X[sample]
         epochs = _n_clusters.search_epochs(self.max_epochs, len(data), self.batch_size, self.model)
+        # the candidates are compared without whitening, the geometry the criterion was
+        # measured in (whitened candidates chose K worse: docs/benchmarks.md); a positive
+        # whiten whitens the fit of the chosen K
+        overrides = {"whiten": False} if float(self.whiten) > 0 else {}
         # a candidate is the final model when it was trained as a direct fit of its K would be
         # (not when a direct fit shares one KMeans start between its restarts: _build)
-        final = sample is None and epochs == self.max_epochs and not self._shares_start()
+        final = (
+            sample is None
+            and epochs == self.max_epochs
+            and not self._shares_start()
+            and not overrides
+        )
         tag = "" if final else (".search" if sample is None else ".sample")
         best, scores, k, restarts_of = None, {}, 1, {}  # a range of K = 1 alone: no search
         if high >= 2:
             ks = range(max(low, 2), high + 1)
-            best, scores, restarts_of, caught = self._search_k(data, ks, n_init, epochs, tag)
+            best, scores, restarts_of, caught = self._search_k(
+                data, ks, n_init, epochs, tag, overrides
+            )
             k = _n_clusters.choose(scores, low)
             if final:
                 _n_clusters.replay(caught)  # the kept fit's warnings
@@ -769,17 +782,19 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.n_clusters_restarts_ = restarts_of
         return self
 
-    def _search_k(self, X, ks, n_init, epochs, tag=""):
+    def _search_k(self, X, ks, n_init, epochs, tag="", overrides=None):
         """``(best, scores, restarts, caught)``: a fit for every K of ``ks`` (clones of this
         estimator with ``n_init`` restarts of ``epochs`` epochs) and the one with the best
         :func:`skcce._n_clusters.criterion` (the smallest K of equals); ``{K: criterion}``;
         ``{K: restarts behind its criterion}``; the warnings of the best one's fit (the
         others' are dropped). ``tag`` is the checkpoints' suffix of candidates that are not
-        final fits (shortened or on a sample). On a long range every K is first screened
-        with fewer restarts and only the best of the screening are fitted with ``n_init``
-        (:func:`skcce._n_clusters.screening`); until the best K of the curve is one of those,
-        it is fitted with ``n_init`` too. Only the best candidate so far is kept in memory.
-        The candidates run on :func:`skcce._n_clusters.search_workers` threads."""
+        final fits (shortened, on a sample, or not whitened as the final fit is);
+        ``overrides`` are parameters every candidate sets (``whiten=False``). On a long
+        range every K is first screened with fewer restarts and only the best of the
+        screening are fitted with ``n_init`` (:func:`skcce._n_clusters.screening`); until
+        the best K of the curve is one of those, it is fitted with ``n_init`` too. Only the
+        best candidate so far is kept in memory. The candidates run on
+        :func:`skcce._n_clusters.search_workers` threads."""
         workers = _n_clusters.search_workers(
             self.n_threads,
             _defaults.is_linear(self.model),
@@ -794,7 +809,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         def fit_one(k, n_restarts=n_init, suffix=tag):
             path = _n_clusters.candidate_path(self.checkpoint, k, suffix)
             candidate = clone(self).set_params(
-                n_clusters=k, n_init=n_restarts, max_epochs=epochs, checkpoint=path, **threads
+                n_clusters=k,
+                n_init=n_restarts,
+                max_epochs=epochs,
+                checkpoint=path,
+                **threads,
+                **(overrides or {}),
             )
             candidate._independent_starts = True  # read by _plan
             return candidate.fit(X)

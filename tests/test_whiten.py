@@ -256,3 +256,16 @@ def test_whiten_bounds_a_constant_feature():
     shifted = X.copy()
     shifted[:, -1] += np.random.RandomState(0).randn(len(X)) * 0.01
     assert np.mean(est.predict(shifted) == est.labels_) > 0.95
+
+
+def test_auto_search_compares_plain_candidates_and_whitens_the_chosen_k():
+    X, _ = _sheared(n=600)
+    params = dict(n_clusters="auto", n_clusters_range=(2, 4), random_state=0)
+    white = CCEClustering(**params, whiten=0.75).fit(X)
+    plain = CCEClustering(**params).fit(X)
+    assert white.n_clusters_scores_ == plain.n_clusters_scores_  # the same curve ...
+    assert white.n_clusters_ == plain.n_clusters_
+    assert plain.whitening_ is None and white.whitening_.shape == (2, 2)  # ... then whitened
+    direct = CCEClustering(n_clusters=white.n_clusters_, random_state=0, whiten=0.75).fit(X)
+    np.testing.assert_array_equal(white.labels_, direct.labels_)
+    np.testing.assert_array_equal(white.whitening_, direct.whitening_)
