@@ -289,14 +289,40 @@ SAMPLE_SETS = {
     "fmnist-9k": _sample(_fmnist10k, 9000, "Fashion-MNIST test split, 784 pixels"),
 }
 
+def _cnn_unseen_of(seen):
+    """A builder of the test embeddings of the classes a CNN trained on ``seen`` never saw."""
+
+    def build_(seed):
+        Z, y, info = _cnn(tuple(seen))
+        keep = ~np.isin(y, seen)
+        unseen = sorted(set(range(10)) - set(seen))
+        return (
+            Z[keep],
+            y[keep],
+            f"256-d embeddings of a CNN trained on classes {list(seen)}, test images of classes "
+            f"{unseen} (never seen by the CNN; {info})",
+        )
+
+    return build_
+
+
+#: Held-out unseen-class embeddings: three more CNNs, each trained as ``cnn-unseen``'s but on
+#: five other classes (not in the default run; ``--section bench_ordinary_unseen``).
+UNSEEN_SETS = {
+    "cnn-unseen-04": _cnn_unseen_of((5, 6, 7, 8, 9)),
+    "cnn-unseen-even": _cnn_unseen_of((1, 3, 5, 7, 9)),
+    "cnn-unseen-odd": _cnn_unseen_of((0, 2, 4, 6, 8)),
+}
+
 #: Every set :func:`build` knows.
-ALL_SETS = {**SETS, **LARGE_SETS, **SAMPLE_SETS}
+ALL_SETS = {**SETS, **LARGE_SETS, **SAMPLE_SETS, **UNSEEN_SETS}
 
 #: Sets that need the Fashion-MNIST files.
 NEEDS_FASHION_MNIST = frozenset(
     {"fmnist-lt10", "fmnist-lt100", "fmnist10k", "cnn", "cnn-unseen", "cnn-lt10", "cnn-lt100"}
     | {"cnn-pca20", "fmnist-pca20", "fmnist70k-pca20"}
     | set(SAMPLE_SETS)
+    | set(UNSEEN_SETS)
 )
 
 

@@ -28,7 +28,11 @@ not in the default run; their section: ``--sets`` naming them, ``--seeds 0,1,2,3
 --methods "KMeans(n_init=10),GaussianMixture,CCEClustering (defaults),n_init=1" --section
 bench_ordinary_large``. ``SAMPLE_SETS`` (samples of balanced embeddings and pixels below
 10 000 rows) likewise, with ``--methods "KMeans(n_init=10),GaussianMixture,CCEClustering
-(defaults),n_init=1,one kind" --section bench_ordinary_samples``.
+(defaults),n_init=1,one kind" --section bench_ordinary_samples``. ``UNSEEN_SETS`` (the
+unseen-class embeddings of three more CNNs, each trained on five other classes) likewise, with
+``--sets cnn-unseen,cnn-unseen-04,cnn-unseen-even,cnn-unseen-odd --methods
+"KMeans(n_init=10),GaussianMixture,CCEClustering (defaults),whiten=0.75,whiten=True" --section
+bench_ordinary_unseen``.
 """
 
 from __future__ import annotations
