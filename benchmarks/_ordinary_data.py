@@ -289,6 +289,7 @@ SAMPLE_SETS = {
     "fmnist-9k": _sample(_fmnist10k, 9000, "Fashion-MNIST test split, 784 pixels"),
 }
 
+
 def _cnn_unseen_of(seen):
     """A builder of the test embeddings of the classes a CNN trained on ``seen`` never saw."""
 
