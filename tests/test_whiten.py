@@ -269,3 +269,17 @@ def test_auto_search_compares_plain_candidates_and_whitens_the_chosen_k():
     direct = CCEClustering(n_clusters=white.n_clusters_, random_state=0, whiten=0.75).fit(X)
     np.testing.assert_array_equal(white.labels_, direct.labels_)
     np.testing.assert_array_equal(white.whitening_, direct.whitening_)
+
+
+def test_auto_search_with_whiten_checkpoints_and_resumes(tmp_path):
+    X, _ = _sheared(n=300)
+    path = tmp_path / "run.pt"
+    params = dict(n_clusters="auto", n_clusters_range=(2, 3), random_state=0, whiten=0.75)
+    first = CCEClustering(**params, checkpoint=path).fit(X)
+    names = sorted(p.name for p in tmp_path.glob("run.k*.pt"))
+    # unwhitened candidates are not the final fit: the chosen K is fitted again, whitened
+    assert names == sorted(["run.k2.search.pt", "run.k3.search.pt", f"run.k{first.n_clusters_}.pt"])
+    again = CCEClustering(**params, checkpoint=path).fit(X)  # every fit resumes, finished
+    np.testing.assert_array_equal(first.labels_, again.labels_)
+    np.testing.assert_array_equal(first.whitening_, again.whitening_)
+    assert first.n_clusters_scores_ == again.n_clusters_scores_
