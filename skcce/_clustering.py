@@ -642,14 +642,18 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         build = make_builder(self.model, self.n_clusters, X, prepared, ctx, device, init, shared)
         return _FitPlan(ctx, prepared, cfg, settings["n_init"], seeds, build, settings, linear)
 
-    def _whitening(self, X, inputs, seed, linear):
-        """A positive ``whiten``: the map of :func:`skcce._engine._whiten.within_whitening`,
-        estimated on a sample of the normalised rows."""
-        if not linear:
+    def _check_whiten(self, linear):
+        """A positive ``whiten`` needs the linear head: a ``ValueError`` otherwise."""
+        if float(self.whiten) > 0 and not linear:
             raise ValueError(
                 f"whiten={self.whiten!r} needs the linear head (model='linear'); "
                 f"got model={self.model!r}"
             )
+
+    def _whitening(self, X, inputs, seed, linear):
+        """A positive ``whiten``: the map of :func:`skcce._engine._whiten.within_whitening`,
+        estimated on a sample of the normalised rows."""
+        self._check_whiten(linear)
         rows = inputs.raw(X, _whiten.sample_index(len(X), seed), torch.device("cpu"))
         strength = float(self.whiten)
         return _whiten.within_whitening(rows.double().numpy(), self.n_clusters, seed, strength)
@@ -732,6 +736,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 "n_clusters='auto' cannot take init centroids: their number fixes the number "
                 "of clusters (use init='auto', 'kmeans' or 'random', or an integer n_clusters)"
             )
+        self._check_whiten(_defaults.is_linear(self.model))  # before the search, not after
         X = self._validate_X(X, reset=True)
         rows = X.reshape(len(X), -1)  # distinct rows (images) bound K
 

@@ -283,3 +283,10 @@ def test_auto_search_with_whiten_checkpoints_and_resumes(tmp_path):
     np.testing.assert_array_equal(first.labels_, again.labels_)
     np.testing.assert_array_equal(first.whitening_, again.whitening_)
     assert first.n_clusters_scores_ == again.n_clusters_scores_
+
+
+def test_auto_search_refuses_whiten_without_the_linear_head_before_searching():
+    images = np.random.RandomState(0).randint(0, 255, size=(8, 16, 16), dtype=np.uint8)
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 3), model="vgg4", whiten=0.5)
+    with pytest.raises(ValueError, match="whiten=0.5 needs the linear head"):
+        est.fit(images)  # the 16 x 16 images would fail VGG-4's shape check in a candidate
