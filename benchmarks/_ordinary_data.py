@@ -174,15 +174,21 @@ def _cnn_balanced(seed):
     )
 
 
-def _cnn_unseen(seed):
-    Z, y, info = _cnn(SEEN)
-    keep = ~np.isin(y, SEEN)
-    return (
-        Z[keep],
-        y[keep],
-        "256-d embeddings of a CNN trained on classes 0-4, test images of classes 5-9 "
-        f"(never seen by the CNN; {info})",
-    )
+def _cnn_unseen_of(seen):
+    """A builder of the test embeddings of the classes a CNN trained on ``seen`` never saw."""
+
+    def build_(seed):
+        Z, y, info = _cnn(tuple(seen))
+        keep = ~np.isin(y, seen)
+        unseen = sorted(set(range(10)) - set(seen))
+        return (
+            Z[keep],
+            y[keep],
+            f"256-d embeddings of a CNN trained on classes {list(seen)}, test images of classes "
+            f"{unseen} (never seen by the CNN; {info})",
+        )
+
+    return build_
 
 
 def _standardised(loader, name):
@@ -220,7 +226,7 @@ SETS = {
     "fmnist-lt100": _fmnist_lt(100),
     "fmnist10k": _fmnist10k,
     "cnn": _cnn_balanced,
-    "cnn-unseen": _cnn_unseen,
+    "cnn-unseen": _cnn_unseen_of(SEEN),
     "cnn-lt10": _cnn_lt(10),
     "cnn-lt100": _cnn_lt(100),
 }
@@ -288,23 +294,6 @@ SAMPLE_SETS = {
     "fmnist-3k": _sample(_fmnist10k, 3000, "Fashion-MNIST test split, 784 pixels"),
     "fmnist-9k": _sample(_fmnist10k, 9000, "Fashion-MNIST test split, 784 pixels"),
 }
-
-
-def _cnn_unseen_of(seen):
-    """A builder of the test embeddings of the classes a CNN trained on ``seen`` never saw."""
-
-    def build_(seed):
-        Z, y, info = _cnn(tuple(seen))
-        keep = ~np.isin(y, seen)
-        unseen = sorted(set(range(10)) - set(seen))
-        return (
-            Z[keep],
-            y[keep],
-            f"256-d embeddings of a CNN trained on classes {list(seen)}, test images of classes "
-            f"{unseen} (never seen by the CNN; {info})",
-        )
-
-    return build_
 
 
 #: Held-out unseen-class embeddings: three more CNNs, each trained as ``cnn-unseen``'s but on
