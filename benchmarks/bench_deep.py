@@ -1,4 +1,4 @@
-"""VGG-4 from scratch on Fashion-MNIST images: CCEClustering(model="vgg4") vs KMeans.
+"""VGG-4 trained from random weights on Fashion-MNIST images: CCEClustering(model="vgg4") vs KMeans.
 
 Two protocols (``--protocol``):
 
@@ -469,7 +469,7 @@ def main(argv=None):
         per_seed_parts += [f"Per seed, {row['name']}:", "", per_seed_table(per_seed), ""]
     body = "\n".join(
         [
-            "## VGG-4 from scratch on Fashion-MNIST (`benchmarks/bench_deep.py`"
+            "## VGG-4 trained from random weights on Fashion-MNIST (`benchmarks/bench_deep.py`"
             + (f", `--rows {args.rows}`)" if args.rows != "both" else ")"),
             "",
             f"Measured {datetime.date.today()} by `{command}` "
