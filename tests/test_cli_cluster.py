@@ -160,7 +160,7 @@ def test_corrupt_image_leaves_previous_csv_untouched(photo_dir, tmp_path, capsys
     (root / "a" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
     out = tmp_path / "labels.csv"
     out.write_text("previous results\n")
-    assert cluster_main([str(root), *_cluster_options(), "--out", str(out)]) == 1
+    assert cluster_main([str(root), *_cluster_options(), "--out", str(out), "--force"]) == 1
     _assert_one_line_error(capsys, "broken.png")
     assert out.read_text() == "previous results\n"
     assert sorted(os.listdir(tmp_path)) == ["labels.csv", "photos"]

@@ -167,7 +167,8 @@ def test_integer_k_report_has_no_curve(blobs_file, tmp_path, capsys):
     report = tmp_path / "report"
     report.mkdir()
     (report / "n_clusters.png").write_bytes(b"from an earlier -k auto report")
-    argv = [str(path), "-k", "3", *FIT, "--out", str(tmp_path / "l.csv"), "--report", str(report)]
+    argv = [str(path), "-k", "3", *FIT, "-o", str(tmp_path / "l.csv"), "--report", str(report)]
+    argv.append("--force")  # replaces the earlier report's curve
     assert cluster_main(argv) == 0
     assert "chose" not in capsys.readouterr().err
     assert not (report / "n_clusters.png").exists()

@@ -6,6 +6,7 @@ reason when it is not installed): every ``<img>`` resolves (``naturalWidth > 0``
 one section per cluster. The screenshot is kept beside the report.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -120,6 +121,47 @@ def test_features_report_names_rows_and_confidences_in_words(tmp_path):
     entries = re.findall(r"<li>(.*?)</li>", page)
     assert entries[0] == "id r257 (row 257), confidence 0.982"
     assert entries[-1] == "id r3 (row 3), confidence 0.123"
+
+
+def _four_images(folder):
+    paths = [str(folder / f"{i}.png") for i in range(4)]
+    for i, path in enumerate(paths):
+        Image.new("RGB", (10, 10), COLOURS[i % 2]).save(path)
+    return paths
+
+
+def test_reports_show_warnings_in_a_box_under_the_title(tmp_path):
+    from skcce.cli._report import write_image_report
+
+    warned = ["1 of 2 clusters is empty after fit: Try a larger --lam (this fit: 100) <&>"]
+    paths, labels, conf = _four_images(tmp_path), [0] * 4, [1] * 4
+    pages = [write_image_report(tmp_path / "images", paths, labels, conf, 2, warnings=warned)]
+    if importlib.util.find_spec("matplotlib") is not None:
+        X = np.random.default_rng(0).normal(size=(4, 3))
+        pages.append(write_features_report(tmp_path / "rows", X, labels, conf, 2, warnings=warned))
+    for index in pages:
+        page = open(index).read()
+        box = page.index('<section class="warnings"')
+        assert page.index("</h1>") < box < page.index("<p>") < page.index('<table class="summary"')
+        assert "Try a larger --lam (this fit: 100) &lt;&amp;&gt;</li>" in page[box:]
+    plain = open(write_image_report(tmp_path / "quiet", paths, labels, conf, 2)).read()
+    assert 'class="warnings"' not in plain  # no box without warnings
+
+
+def test_a_report_never_replaces_an_earlier_one_without_force(tmp_path):
+    from skcce.cli._common import OutputExistsError
+    from skcce.cli._report import existing_report_files, write_image_report
+
+    paths = _four_images(tmp_path)
+    report = tmp_path / "report"
+    write_image_report(report, paths, [0, 0, 1, 1], [1] * 4, 2, title="first")
+    before = {p: open(p, "rb").read() for p in existing_report_files(report)}
+    assert len(before) == 1 + 4  # index.html and the thumbnails
+    with pytest.raises(OutputExistsError, match="index.html' .and 4 other files"):
+        write_image_report(report, paths, [1, 1, 0, 0], [1] * 4, 2, title="second")
+    assert {p: open(p, "rb").read() for p in existing_report_files(report)} == before
+    write_image_report(report, paths, [1, 1, 0, 0], [1] * 4, 2, title="second", force=True)
+    assert "<title>second</title>" in (report / "index.html").read_text()
 
 
 def test_image_report_still_writes_thumbnails_folder(image_report):

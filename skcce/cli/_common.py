@@ -1,17 +1,21 @@
-"""What the sub-commands share: one-line errors, their exit statuses, argument parsers and the
-check of an output path."""
+"""What the sub-commands share: one-line errors, their exit statuses, argument parsers, the
+check of an output path and the writing of a file that must not replace another."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 
-from skcce._engine._io import one_line
+from skcce._engine._io import atomic_write, one_line
 
 __all__ = [
     "CommandError",
+    "OutputExistsError",
     "check_output",
+    "refuse_existing",
+    "write_file",
     "n_clusters_arg",
     "non_negative_int",
     "one_line",
@@ -110,3 +114,130 @@ def check_output(out):
         raise CommandError(f"cannot write {out!r}: folder {folder!r} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise CommandError(f"cannot write {out!r}: folder {folder!r} is not writable")
+
+
+class OutputExistsError(FileExistsError):
+    """An output file is there already and ``--force`` was not given (exit status 1, like
+    every other error about an output path)."""
+
+
+def refuse_existing(paths, option):
+    """Raise :class:`OutputExistsError` when any of ``paths`` exists, naming the first.
+
+    Parameters
+    ----------
+    paths : sequence of str
+        The files a command is about to write, in the order it writes them.
+    option : str
+        The option that chose them (``"--out"``, ``"--report"``): the message says to pass
+        ``--force`` or another value of it.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> there = os.path.join(tempfile.mkdtemp(), "labels.csv")
+    >>> refuse_existing([there], "--out")  # nothing there yet: no error
+    >>> open(there, "w").close()
+    >>> try:
+    ...     refuse_existing([there], "--out")
+    ... except OutputExistsError as exc:
+    ...     print(str(exc).replace(there, "labels.csv"))
+    'labels.csv' already exists; pass --force to overwrite it, or another --out
+    """
+    found = [path for path in paths if os.path.lexists(path)]
+    if not found:
+        return
+    more = len(found) - 1
+    others = f" (and {more} other file{'s' if more > 1 else ''} it would write)" if more else ""
+    verb = "exist" if more else "exists"
+    raise OutputExistsError(
+        f"{found[0]!r}{others} already {verb}; pass --force to overwrite "
+        f"{'them' if more else 'it'}, or another {option}"
+    )
+
+
+def write_file(path, write, *, binary=False, force=False, option="--out"):
+    """Write ``path`` atomically; without ``force`` never replace a file that is there at the
+    moment of writing.
+
+    ``write(handle)`` fills a temporary file in the same folder. With ``force`` it replaces
+    ``path`` (:func:`skcce._engine._io.atomic_write`). Without, it is hard-linked to ``path``,
+    which fails when ``path`` exists (checked and created in one step by the file system, so a
+    file that appeared since the command started is not overwritten either); on a file system
+    without hard links, ``path`` is created exclusively and then replaced by the temporary
+    file. Either way nothing is left at ``path`` on an error, and the temporary file is
+    removed.
+
+    Parameters
+    ----------
+    path : str or path-like
+    write : callable
+        ``write(handle)`` writes the content to an open file object.
+    binary : bool, default=False
+        Binary mode (else UTF-8 text, ``newline=""``).
+    force : bool, default=False
+        Replace an existing ``path``.
+    option : str, default="--out"
+        Named in the error (see :func:`refuse_existing`).
+
+    Raises
+    ------
+    OutputExistsError
+        ``path`` exists and ``force`` is False.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.txt")
+    >>> write_file(path, lambda handle: handle.write("first"))
+    >>> try:
+    ...     write_file(path, lambda handle: handle.write("second"))
+    ... except OutputExistsError:
+    ...     print(open(path).read())
+    first
+    >>> write_file(path, lambda handle: handle.write("second"), force=True)
+    >>> open(path).read()
+    'second'
+    """
+    path = os.fspath(path)
+    if force:
+        atomic_write(path, write, binary=binary)
+        return
+    refuse_existing([path], option)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".skcce-", suffix=".tmp")
+    try:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        kwargs = {} if binary else {"encoding": "utf-8", "newline": ""}
+        with os.fdopen(fd, "wb" if binary else "w", **kwargs) as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _link_new(tmp, path, option)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _link_new(tmp, path, option):
+    """Give the complete file ``tmp`` the name ``path``, which must not exist."""
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
+        refuse_existing([path], option)
+        raise
+    except OSError:  # no hard links here (some network and FAT file systems)
+        pass
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))  # the name is ours now
+    except FileExistsError:
+        refuse_existing([path], option)
+        raise
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.remove(path)  # the empty file just created, not anyone's data
+        raise

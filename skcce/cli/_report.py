@@ -17,6 +17,11 @@ clusters. The page opens from disk in any browser: no server, no script, no inte
 * ``-k auto`` (both reports, given ``n_clusters_scores``): which K was chosen, the curve of
   the criterion against K with the chosen K marked (``n_clusters.png``; for the image report
   only when matplotlib is installed) and the same numbers in a table.
+* The fit's warnings (both reports, given ``warnings``), in a box under the title.
+
+A report never replaces the files of an earlier one (:func:`existing_report_files`) unless
+given ``force=True`` (``skcce cluster --force``); every file is written whole or not at all
+(:func:`skcce.cli._common.write_file`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ClusterSummary", "summarize_clusters", "write_features_report", "write_image_report"]
+__all__ = [
+    "ClusterSummary",
+    "existing_report_files",
+    "summarize_clusters",
+    "write_features_report",
+    "write_image_report",
+]
 
 #: Members shown per grid (most confident, least confident).
 N_SHOW = 8
@@ -52,6 +63,9 @@ figcaption { font-size: .7em; color: #555; overflow-wrap: anywhere; }
 img.plot { max-width: 100%; border: 1px solid #ddd; background: #fff; margin: .5em 0; }
 ul.ids { font-size: .85em; columns: 3; }
 table.summary tr.chosen td { font-weight: bold; background: #e8eefc; }
+section.warnings { background: #fff4e0; border: 2px solid #e0a030; border-radius: 6px;
+                   padding: .6em 1em; margin-bottom: 1.2em; }
+section.warnings li { margin: .3em 0; }
 """.replace("THUMB", str(THUMB_SIZE))
 
 
@@ -121,15 +135,56 @@ def summarize_clusters(labels, confidence, n_clusters, n_show=N_SHOW):
     return summaries
 
 
-def _prepare(out_dir, thumbs):
+#: The files of a report in its folder (``thumbs/`` holds the image report's ``*.jpg``).
+REPORT_FILES = ("index.html", "map.png", "clusters.png", "n_clusters.png", "thumbs")
+
+
+def existing_report_files(out_dir):
+    """The files in ``out_dir`` that writing a report there would replace or remove: those of
+    :data:`REPORT_FILES` that exist and the ``*.jpg`` files in ``thumbs/`` (an empty
+    ``thumbs/`` folder does not count).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> existing_report_files(folder), existing_report_files(os.path.join(folder, "new"))
+    ([], [])
+    >>> open(os.path.join(folder, "index.html"), "w").close()
+    >>> [os.path.basename(p) for p in existing_report_files(folder)]
+    ['index.html']
+    """
+    out_dir = os.fspath(out_dir)
+    found = []
+    for name in REPORT_FILES:
+        path = os.path.join(out_dir, name)
+        if name != "thumbs":
+            found += [path] if os.path.lexists(path) else []
+        elif os.path.isdir(path):
+            found += sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".jpg"))
+    return found
+
+
+def _save(path, write, *, binary=True, force=False):
+    from skcce.cli._common import write_file
+
+    write_file(path, write, binary=binary, force=force, option="--report")
+
+
+def _prepare(out_dir, thumbs, force):
     """Create ``out_dir`` (its parent must exist), and an empty ``out_dir/thumbs`` when
-    ``thumbs`` (the image report; a features report has no thumbnails)."""
+    ``thumbs`` (the image report; a features report has no thumbnails). Without ``force``,
+    an :class:`~skcce.cli._common.OutputExistsError` when an earlier report is there."""
+    from skcce.cli._common import refuse_existing
+
     out_dir = os.fspath(out_dir)
     parent = os.path.dirname(os.path.abspath(out_dir))
     if not os.path.isdir(parent):
         raise ValueError(f"cannot write the report in {out_dir!r}: {parent!r} does not exist")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ValueError(f"the report goes in a folder; {out_dir!r} is a file")
+    if not force:
+        refuse_existing(existing_report_files(out_dir), "--report")
     os.makedirs(out_dir, exist_ok=True)
     if not thumbs:
         return out_dir
@@ -140,7 +195,18 @@ def _prepare(out_dir, thumbs):
     return out_dir
 
 
-def _page(title, intro, summaries, body_of, extra=""):
+def _warnings_section(messages):
+    """A box listing ``messages`` (the fit's warnings); ``""`` when there are none."""
+    if not messages:
+        return ""
+    items = "".join(f"<li>{html.escape(str(m))}</li>" for m in messages)
+    return (
+        '<section class="warnings" role="alert"><h2>Warnings</h2><p>The fit warned (the same '
+        f"lines were printed by the command):</p><ul>{items}</ul></section>\n"
+    )
+
+
+def _page(title, intro, summaries, body_of, extra="", warnings=()):
     esc = html.escape
     rows = "".join(
         f'<tr><td><a href="#cluster-{s.cluster}">{s.cluster}</a></td><td>{s.size}</td>'
@@ -156,7 +222,7 @@ def _page(title, intro, summaries, body_of, extra=""):
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>\n"
-        f"<h1>{esc(title)}</h1><p>{intro}</p>{extra}\n"
+        f"<h1>{esc(title)}</h1>\n{_warnings_section(warnings)}<p>{intro}</p>{extra}\n"
         '<table class="summary"><tr><th>cluster</th><th>size</th><th>mean confidence</th></tr>'
         f"{rows}</table>\n{sections}</body></html>\n"
     )
@@ -180,7 +246,7 @@ def _matplotlib():
 CURVE_FILE = "n_clusters.png"
 
 
-def _curve_figure(path, scores, chosen):
+def _curve_figure(path, scores, chosen, force):
     """Draw the criterion against K (``scores``: {K: criterion}) with ``chosen`` marked."""
     FigureCanvasAgg, Figure = _matplotlib()
     ks = sorted(scores)
@@ -205,10 +271,10 @@ def _curve_figure(path, scores, chosen):
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
-    fig.savefig(path)
+    _save(path, lambda handle: fig.savefig(handle, format="png"), force=force)
 
 
-def _n_clusters_section(out_dir, scores, chosen, *, need_figure, restarts=None):
+def _n_clusters_section(out_dir, scores, chosen, *, need_figure, restarts=None, force=False):
     """HTML saying which K ``-k auto`` chose, with the curve (``n_clusters.png``) and a table
     of ``scores``; ``""`` for an integer K (``scores`` None). Without matplotlib the figure is
     left out unless ``need_figure`` (then the ImportError propagates). ``restarts``
@@ -220,7 +286,7 @@ def _n_clusters_section(out_dir, scores, chosen, *, need_figure, restarts=None):
         return ""
     scores = {int(k): float(v) for k, v in scores.items()}
     try:
-        _curve_figure(path, scores, chosen)
+        _curve_figure(path, scores, chosen, force)
         figure = (
             f'<img class="plot curve" src="{CURVE_FILE}" '
             f'alt="criterion against the number of clusters; K = {chosen} chosen">'
@@ -266,13 +332,11 @@ def _fmt(value):
     return "-" if not np.isfinite(value) else f"{value:.3f}"
 
 
-def _write_text(path, text):
-    from skcce._engine._io import atomic_write
-
-    atomic_write(path, lambda handle: handle.write(text))
+def _write_text(path, text, force):
+    _save(path, lambda handle: handle.write(text), binary=False, force=force)
 
 
-def _thumbnail(path, target):
+def _thumbnail(path, target, force=False):
     """Save a JPEG thumbnail of ``path``, its longer side ``THUMB_SIZE`` pixels (a grey square
     when the image cannot be read)."""
     from PIL import Image
@@ -286,14 +350,15 @@ def _thumbnail(path, target):
                 image = image.resize(size, Image.Resampling.NEAREST)
             else:
                 image.thumbnail((THUMB_SIZE, THUMB_SIZE))
-            image.save(target, "JPEG", quality=90)
+            image.load()
     except (OSError, ValueError):
-        Image.new("RGB", (THUMB_SIZE, THUMB_SIZE), (200, 200, 200)).save(target, "JPEG")
+        image = Image.new("RGB", (THUMB_SIZE, THUMB_SIZE), (200, 200, 200))
+    _save(target, lambda handle: image.save(handle, "JPEG", quality=90), force=force)
 
 
 def write_image_report(
     out_dir, paths, labels, confidence, n_clusters, *, title=None, root=None,
-    n_clusters_scores=None, n_clusters_restarts=None,
+    n_clusters_scores=None, n_clusters_restarts=None, warnings=(), force=False,
 ):  # fmt: skip
     """Write ``out_dir/index.html`` with each cluster's size, confidence and thumbnails.
 
@@ -321,6 +386,11 @@ def write_image_report(
     n_clusters_restarts : dict, default=None
         ``{K: restarts}`` (``n_clusters_restarts_``): the table marks the K whose criterion
         comes from the search's screening pass (fewer restarts than the others).
+    warnings : sequence of str, default=()
+        The fit's warnings, shown in a box under the title.
+    force : bool, default=False
+        Replace the files of an earlier report in ``out_dir``; without it their presence is
+        an :class:`~skcce.cli._common.OutputExistsError` and nothing is written.
 
     Returns
     -------
@@ -340,14 +410,14 @@ def write_image_report(
     >>> open(index).read().count('<section class="cluster"')
     2
     """
-    out_dir = _prepare(out_dir, thumbs=True)
+    out_dir = _prepare(out_dir, thumbs=True, force=force)
     summaries = summarize_clusters(labels, confidence, n_clusters)
     confidence = np.asarray(confidence, dtype=float)
     esc = html.escape
 
     def figure(i):
         name = f"{i:06d}.jpg"
-        _thumbnail(paths[i], os.path.join(out_dir, "thumbs", name))
+        _thumbnail(paths[i], os.path.join(out_dir, "thumbs", name), force)
         shown = os.path.relpath(paths[i], root) if root else paths[i]
         return (
             f'<figure><img src="thumbs/{name}" alt="{esc(shown)}" title="{esc(shown)}">'
@@ -368,11 +438,12 @@ def write_image_report(
         "predicted cluster probability of an image."
     )
     extra = _n_clusters_section(
-        out_dir, n_clusters_scores, n_clusters, need_figure=False, restarts=n_clusters_restarts
-    )
-    page = _page(title or "skcce clusters", intro, summaries, body, extra)
+        out_dir, n_clusters_scores, n_clusters, need_figure=False, restarts=n_clusters_restarts,
+        force=force,
+    )  # fmt: skip
+    page = _page(title or "skcce clusters", intro, summaries, body, extra, warnings)
     index = os.path.join(out_dir, "index.html")
-    _write_text(index, page)
+    _write_text(index, page, force)
     return index
 
 
@@ -403,7 +474,7 @@ def _embed_2d(X, labels, random_state=0):
     return points, np.asarray(labels)[rows], "PCA"
 
 
-def _figures(out_dir, X, labels, summaries, n_clusters):
+def _figures(out_dir, X, labels, summaries, n_clusters, force):
     """Write ``map.png`` and ``clusters.png``; return the map's method (PCA or UMAP)."""
     FigureCanvasAgg, Figure = _matplotlib()
     points, point_labels, method = _embed_2d(X, labels)
@@ -422,7 +493,7 @@ def _figures(out_dir, X, labels, summaries, n_clusters):
     if n_clusters <= 20:
         ax.legend(title="cluster", fontsize="small", markerscale=2, loc="best")
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "map.png"))
+    _save(os.path.join(out_dir, "map.png"), lambda h: fig.savefig(h, format="png"), force=force)
 
     fig = Figure(figsize=(max(6, 0.35 * n_clusters + 2), 5), dpi=100)
     FigureCanvasAgg(fig)
@@ -437,7 +508,8 @@ def _figures(out_dir, X, labels, summaries, n_clusters):
     bottom.set_ylabel("mean confidence")
     bottom.set_xlabel("cluster")
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "clusters.png"))
+    path = os.path.join(out_dir, "clusters.png")
+    _save(path, lambda handle: fig.savefig(handle, format="png"), force=force)
     return method
 
 
@@ -450,7 +522,7 @@ def _colours(n):
 
 def write_features_report(
     out_dir, X, labels, confidence, n_clusters, *, ids=None, title=None, n_clusters_scores=None,
-    n_clusters_restarts=None,
+    n_clusters_restarts=None, warnings=(), force=False,
 ):  # fmt: skip
     """Write ``out_dir/index.html`` for clustered features: a 2-D map, sizes and confidences.
 
@@ -479,6 +551,11 @@ def write_features_report(
     n_clusters_restarts : dict, default=None
         ``{K: restarts}`` (``n_clusters_restarts_``): the table marks the K whose criterion
         comes from the search's screening pass (fewer restarts than the others).
+    warnings : sequence of str, default=()
+        The fit's warnings, shown in a box under the title.
+    force : bool, default=False
+        Replace the files of an earlier report in ``out_dir``; without it their presence is
+        an :class:`~skcce.cli._common.OutputExistsError` and nothing is written.
 
     Returns
     -------
@@ -499,9 +576,9 @@ def write_features_report(
     >>> page[page.index("most confident rows"):].split("</li>")[0]
     'most confident rows</h3><ul class="ids most"><li>row 2, confidence 1.000'
     """
-    out_dir = _prepare(out_dir, thumbs=False)
+    out_dir = _prepare(out_dir, thumbs=False, force=force)
     summaries = summarize_clusters(labels, confidence, n_clusters)
-    method = _figures(out_dir, X, labels, summaries, n_clusters)
+    method = _figures(out_dir, X, labels, summaries, n_clusters, force)
     confidence = np.asarray(confidence, dtype=float)
     ids = None if ids is None else np.asarray(ids)
     esc = html.escape
@@ -518,9 +595,11 @@ def write_features_report(
             )
         return "".join(parts)
 
-    extra = _n_clusters_section(
-        out_dir, n_clusters_scores, n_clusters, need_figure=True, restarts=n_clusters_restarts
-    ) + (
+    curve = _n_clusters_section(
+        out_dir, n_clusters_scores, n_clusters, need_figure=True, restarts=n_clusters_restarts,
+        force=force,
+    )  # fmt: skip
+    extra = curve + (
         f'<img class="plot" src="map.png" alt="{method} map of the features by cluster">'
         '<img class="plot" src="clusters.png" alt="cluster sizes and mean confidence">'
     )
@@ -529,7 +608,7 @@ def write_features_report(
         f"Map: {method}. Confidence: the largest predicted cluster probability of a row; rows "
         "are listed by decreasing confidence and named by their 0-based row index in the file."
     )
-    page = _page(title or "skcce clusters", intro, summaries, body, extra)
+    page = _page(title or "skcce clusters", intro, summaries, body, extra, warnings)
     index = os.path.join(out_dir, "index.html")
-    _write_text(index, page)
+    _write_text(index, page, force)
     return index

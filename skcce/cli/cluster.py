@@ -12,6 +12,11 @@ For a folder, features come from a frozen timm backbone
 ``.npz``, ``.csv``, ``.parquet``) its rows are clustered as they are, and the CSV's first
 column is the row index or the file's id column.
 
+No output file is replaced unless ``--force`` is given: an existing CSV or report file stops
+the command before any work (and again at the moment of writing, should one appear meanwhile).
+The fit's warnings are printed before the "wrote ..." lines, in the command's own words (the
+advice names its flags: :data:`ADVICE_FLAGS`), and shown at the top of the report.
+
 The top-level ``skcce`` command wires this in with :func:`add_cluster_parser`; the same command
 runs on its own through :func:`cluster_main`.
 """
@@ -24,7 +29,7 @@ import os
 import sys
 import warnings
 
-from skcce._engine._io import atomic_write
+from skcce._advice import reword
 from skcce.cli._common import (
     CommandError,
     check_output,
@@ -32,10 +37,30 @@ from skcce.cli._common import (
     non_negative_int,
     one_line,
     positive_int,
+    refuse_existing,
     run_command,
+    write_file,
 )
 
-__all__ = ["IMAGE_EXTENSIONS", "add_cluster_parser", "cluster_main", "find_images", "run_cluster"]
+__all__ = [
+    "ADVICE_FLAGS",
+    "IMAGE_EXTENSIONS",
+    "add_cluster_parser",
+    "cluster_main",
+    "find_images",
+    "run_cluster",
+]
+
+#: How the command names the CCEClustering parameters its warnings advise changing
+#: (:func:`skcce._advice.collapse_message`'s ``vocabulary``): parameter -> flag, or
+#: (flag, {value: word}). Advice about a parameter without a flag here is left out.
+ADVICE_FLAGS = {
+    "lam": "--lam",
+    "prior": ("--prior", {None: "uniform"}),
+    "init": "--init",
+    "n_init": "--n-init",
+    "n_clusters": "--n-clusters",
+}
 
 #: File extensions (lower case) treated as images when scanning a folder.
 IMAGE_EXTENSIONS = frozenset(
@@ -176,6 +201,13 @@ def _add_arguments(parser):
         help="output CSV with columns path,cluster,confidence (for a features file: index or "
         "the id column,cluster,confidence); '-' for stdout (default: labels.csv)",
     )
+    parser.add_argument(
+        "--force",
+        "-f",
+        action="store_true",
+        help="overwrite the --out file and the files of an earlier --report; without it the "
+        "command stops, before any work, when one of them exists",
+    )
     parser.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
     parser.add_argument(
         "--device", default="auto", help="auto (default), cpu, cuda, cuda:1, mps, ..."
@@ -187,7 +219,35 @@ def _add_arguments(parser):
         "--image-size", type=positive_int, default=None, help="input resolution (model default)"
     )
     parser.add_argument(
-        "--lam", type=float, default=None, help="CCEClustering's lam (fairness weight)"
+        "--lam",
+        type=float,
+        default=None,
+        metavar="LAMBDA",
+        help="CCEClustering's lam: the weight of the fairness term of the pseudo-label step "
+        "(larger: cluster sizes held closer to the prior; default: CCEClustering's)",
+    )
+    parser.add_argument(
+        "--prior",
+        choices=("uniform", "estimate"),
+        default=None,
+        help="CCEClustering's prior: 'uniform' (prior=None) for clusters of equal sizes, "
+        "'estimate' to learn the sizes while training (classes of unequal sizes); default: "
+        "CCEClustering's",
+    )
+    parser.add_argument(
+        "--init",
+        choices=("random", "kmeans"),
+        default=None,
+        help="CCEClustering's init: how each restart's linear head starts (random, or from a "
+        "KMeans assignment); default: CCEClustering's",
+    )
+    parser.add_argument(
+        "--n-init",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="CCEClustering's n_init: independent restarts, the most consistent one kept; "
+        "default: CCEClustering's",
     )
     parser.add_argument(
         "--whiten",
@@ -277,7 +337,8 @@ def run_cluster(args):
     -------
     status : int
         0 on success, 1 on an error (one line on stderr, no traceback). Warnings (e.g. empty
-        clusters) are printed as one line each on stderr.
+        clusters) are printed as one line each on stderr, those of the fit before the
+        "wrote ..." lines.
 
     Examples
     --------
@@ -291,17 +352,48 @@ def run_cluster(args):
 
     def action():
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("default")
+            warnings.simplefilter("always")
+            shown = _Warnings(caught)
             try:
-                _run(args)
+                _run(args, shown)
             finally:
-                for message in dict.fromkeys(str(w.message) for w in caught):
-                    print(f"skcce cluster: warning: {one_line(message)}", file=sys.stderr)
+                shown.flush()
 
     return run_command("skcce cluster", action)
 
 
-def _run(args):
+class _Warnings:
+    """The warnings caught so far (``caught``, of ``warnings.catch_warnings(record=True)``),
+    in the command's words (:data:`ADVICE_FLAGS`), each printed once on stderr."""
+
+    def __init__(self, caught):
+        self.caught = caught
+        self.messages = {}  # an ordered set
+
+    def flush(self):
+        """Print the warnings not printed yet; return every message so far."""
+        for record in self.caught:
+            message = one_line(reword(record.message, ADVICE_FLAGS))
+            if message not in self.messages:
+                self.messages[message] = None
+                print(f"skcce cluster: warning: {message}", file=sys.stderr)
+        del self.caught[:]
+        return list(self.messages)
+
+
+def _refuse_existing_outputs(args):
+    """Stop before any work when an output file is there and ``--force`` is not given."""
+    if args.force:
+        return
+    from skcce.cli._report import existing_report_files
+
+    csv_file = [args.out] if args.out != "-" and os.path.lexists(args.out) else []
+    report = [] if args.report is None else existing_report_files(args.report)
+    options = [option for option, found in (("--out", csv_file), ("--report", report)) if found]
+    refuse_existing(csv_file + report, " or ".join(options))
+
+
+def _run(args, shown):
     root = args.path
     if not os.path.exists(root):
         raise CommandError(f"path not found: {root!r}")
@@ -311,13 +403,14 @@ def _run(args):
             "the two)"
         )
     if os.path.isfile(root):
-        return _run_features(args)
+        return _run_features(args, shown)
     if args.array is not None or args.id_column is not None:
         raise CommandError("--array and --id-column apply to a features file, not a folder")
     _check_report(args.report)
     if not os.path.isdir(root):
         raise CommandError(f"path is not a folder: {root!r}")
     check_output(args.out)  # before the expensive part
+    _refuse_existing_outputs(args)
     paths = find_images(root)
     if not paths:
         raise CommandError(
@@ -349,8 +442,9 @@ def _run(args):
         raise CommandError(unavailable_message(args.model, reason, cli=True)) from None
     labels = clustering.fit_predict(features)
     confidence = clustering.predict_proba(features).max(axis=1)
-    n_clusters, scores, restarts = _chosen(clustering)
-    _write_csv(args.out, paths, labels, confidence)
+    messages = shown.flush()  # the fit's warnings, before "wrote ..."
+    n_clusters, scores, restarts = _chosen(clustering, args)
+    _write_csv(args.out, paths, labels, confidence, force=args.force)
     if args.out != "-":
         print(f"skcce cluster: wrote {len(paths)} rows to {args.out}", file=sys.stderr)
     if args.report is not None:
@@ -359,7 +453,7 @@ def _run(args):
         index = write_image_report(
             args.report, paths, labels, confidence, n_clusters,
             title=_title(root, args, n_clusters), root=root, n_clusters_scores=scores,
-            n_clusters_restarts=restarts,
+            n_clusters_restarts=restarts, warnings=messages, force=args.force,
         )  # fmt: skip
         print(f"skcce cluster: wrote the report {index}", file=sys.stderr)
 
@@ -377,6 +471,12 @@ def _clustering(args):
         cluster_params["n_clusters_range"] = args.n_clusters_range
     if args.lam is not None:
         cluster_params["lam"] = args.lam
+    if args.prior is not None:
+        cluster_params["prior"] = None if args.prior == "uniform" else args.prior
+    if args.init is not None:
+        cluster_params["init"] = args.init
+    if args.n_init is not None:
+        cluster_params["n_init"] = args.n_init
     if args.whiten_strength is not None:
         cluster_params["whiten"] = args.whiten_strength
     elif args.whiten:
@@ -400,7 +500,7 @@ def _check_n_clusters(args, clustering, n_samples, what):
         )
 
 
-def _chosen(clustering):
+def _chosen(clustering, args):
     """``(K, scores, restarts)``: the fitted number of clusters, and the curve of ``-k auto``
     (``n_clusters_scores_``, ``n_clusters_restarts_``; None for an integer K)."""
     if clustering.n_clusters != "auto":
@@ -409,9 +509,10 @@ def _chosen(clustering):
     scores = {int(key): float(value) for key, value in clustering.n_clusters_scores_.items()}
     tried = f"{min(scores)}..{max(scores)}" if scores else "none"
     best = f", criterion {scores[k]:.3f}" if k in scores else ""
+    seed = "" if args.random_state is not None else ", --random-state N to repeat the choice"
     print(
         f"skcce cluster: -k auto chose K={k}{best} (K tried: {tried}; "
-        "the report's curve shows every K, pass -k K to overrule)",
+        f"the report's curve shows every K, pass -k K to overrule{seed})",
         file=sys.stderr,
     )
     return k, scores, clustering.n_clusters_restarts_
@@ -433,7 +534,7 @@ def _check_report(report):
         raise CommandError(f"cannot write the report in {report!r}: {parent!r} does not exist")
 
 
-def _run_features(args):
+def _run_features(args, shown):
     """``skcce cluster FILE``: cluster the rows of a features file."""
     from skcce.cli._features_file import FEATURE_EXTENSIONS, read_features
 
@@ -444,6 +545,7 @@ def _run_features(args):
         )
     check_output(args.out)
     _check_report(args.report)
+    _refuse_existing_outputs(args)
     if args.report is not None:
         try:
             import matplotlib  # noqa: F401
@@ -457,8 +559,11 @@ def _run_features(args):
     _check_n_clusters(args, clustering, len(table.X), f"rows of {args.path!r}")
     labels = clustering.fit_predict(table.X)
     confidence = clustering.predict_proba(table.X).max(axis=1)
-    n_clusters, scores, restarts = _chosen(clustering)
-    _write_csv(args.out, table.row_ids(), labels, confidence, header=table.id_name)
+    messages = shown.flush()  # the fit's warnings, before "wrote ..."
+    n_clusters, scores, restarts = _chosen(clustering, args)
+    _write_csv(
+        args.out, table.row_ids(), labels, confidence, header=table.id_name, force=args.force
+    )
     if args.out != "-":
         print(f"skcce cluster: wrote {len(labels)} rows to {args.out}", file=sys.stderr)
     if args.report is not None:
@@ -467,7 +572,7 @@ def _run_features(args):
         index = write_features_report(
             args.report, table.X, labels, confidence, n_clusters, ids=table.ids,
             title=_title(args.path, args, n_clusters), n_clusters_scores=scores,
-            n_clusters_restarts=restarts,
+            n_clusters_restarts=restarts, warnings=messages, force=args.force,
         )  # fmt: skip
         print(f"skcce cluster: wrote the report {index}", file=sys.stderr)
 
@@ -479,8 +584,9 @@ def _write_rows(handle, paths, labels, confidence, header="path"):
         writer.writerow([path, int(label), f"{float(conf):.6f}"])
 
 
-def _write_csv(out, paths, labels, confidence, header="path"):
-    """Write the CSV atomically (:func:`skcce._engine._io.atomic_write`), or to stdout for ``-``.
+def _write_csv(out, paths, labels, confidence, header="path", force=False):
+    """Write the CSV atomically, replacing a file only with ``force``
+    (:func:`skcce.cli._common.write_file`), or to stdout for ``-``.
 
     ``paths`` are the row names: image paths, or a features file's ids (``header`` names
     their column: ``"index"`` or the id column).
@@ -488,4 +594,5 @@ def _write_csv(out, paths, labels, confidence, header="path"):
     if out == "-":
         _write_rows(sys.stdout, paths, labels, confidence, header)
         return
-    atomic_write(out, lambda handle: _write_rows(handle, paths, labels, confidence, header))
+    write = lambda handle: _write_rows(handle, paths, labels, confidence, header)  # noqa: E731
+    write_file(out, write, force=force, option="--out")
