@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One short device check (issue 14, item 5): the CUDA tests and the GPU rows of the solver,
-# fit and feature benchmarks, in well under 8 minutes on one GPU. Tables and logs go to
-# $OUT (the device machine's output folder) or, when unset, benchmarks/device_out/.
+# fit, growth (bench_scale) and feature benchmarks, in well under 10 minutes on one GPU.
+# Tables and logs go to $OUT (the device machine's output folder) or, when unset,
+# benchmarks/device_out/.
 # On a machine without CUDA it prints "no CUDA device" and exits 0.
 #
 #   bash benchmarks/device_check.sh
@@ -58,6 +59,15 @@ PYEOF
 echo "== fit on CUDA (bench_vs_kmeans, digits, 1 seed, CCEClustering on cuda)"
 timeout 90 "$PY" benchmarks/bench_vs_kmeans.py --seeds 1 --no-fashion --no-write --device cuda 2>&1 \
     | tee "$OUTDIR/fit_cuda.md"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== growth on CUDA (bench_scale: CCEClustering on cuda beside KMeans, n 1e4, 1e5; K 10, 100)"
+# issue 45 item 5: a bounded corner of bench_scale's grid (every cell in its own process, fits
+# cut at 30 s, no new cell after 90 s); the records stay in $OUTDIR, the docs are not touched.
+timeout 150 "$PY" benchmarks/bench_scale.py --device cuda --n 10000,100000 --d 64 --k 10,100 \
+    --datasets balanced --no-fashion --methods cce_fit,cce_partial,kmeans --cell-timeout 30 \
+    --budget-min 1.5 --records "$OUTDIR/scale_records.json" --no-write 2>&1 \
+    | tee "$OUTDIR/scale_cuda.md"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== features on CUDA (bench_features, tiny model)"
