@@ -9,15 +9,15 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClusterMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from skcce import _n_clusters
 from skcce._advice import collapse_message
-from skcce._engine import _build, _checkpoint, _whiten
+from skcce._engine import _checkpoint, _whiten
 from skcce._engine._build import make_builder
 from skcce._engine._callbacks import NEAR_EMPTY, ProgressBar, SklearnCallbacks, small_clusters
 from skcce._engine._device import loadable_device, resolve_device
@@ -32,7 +32,6 @@ from skcce._engine._train import FitInterruptedWarning, TrainConfig
 from skcce._warn import warn
 from skcce.metrics import mutual_information
 from skcce.models import _defaults
-from skcce.models._kmeans_init import n_distinct_rows
 from skcce.solvers import METHODS as SOLVER_METHODS
 from skcce.solvers import resolve_method
 
@@ -48,7 +47,8 @@ except ImportError:  # older scikit-learn: no callbacks, nothing to support
 
 
 _MODEL_NAMES = ("linear", "vgg4", "resnet18")
-_RENAMED = {"em_tol": "solver_tol", "em_max_iter": "solver_max_iter"}  # 0.2: old -> new
+#: the keys of ``solver_options`` and their defaults
+_SOLVER_DEFAULTS = {"method": "auto", "tol": 1e-5, "max_iter": 100}
 
 
 @dataclass(frozen=True)
@@ -399,14 +399,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "weight_decay": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
-        "solver_tol": [Interval(Real, 0, None, closed="neither")],
-        "solver_max_iter": [Interval(Integral, 1, None, closed="left")],
-        "em_tol": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
-        "em_max_iter": [
-            Interval(Integral, 1, None, closed="left"),
-            Hidden(StrOptions({"deprecated"})),
-        ],
-        "solver": [StrOptions(set(SOLVER_METHODS))],
+        "solver_options": [dict, None],
         "augment": [None, StrOptions({"auto", "default"}), callable],
         "augment_weight": [Interval(Real, 0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
@@ -438,9 +431,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         weight_decay="auto",
         batch_size="auto",
         max_epochs=10,
-        solver_tol=1e-5,
-        solver_max_iter=100,
-        solver="auto",
+        solver_options=None,
         augment="auto",
         augment_weight=0.5,
         n_init="auto",
@@ -451,8 +442,6 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         n_threads=None,
         random_state=None,
         verbose=0,
-        em_tol="deprecated",
-        em_max_iter="deprecated",
     ):
         self.n_clusters = n_clusters
         self.n_clusters_range = n_clusters_range
@@ -470,9 +459,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.weight_decay = weight_decay
         self.batch_size = batch_size
         self.max_epochs = max_epochs
-        self.solver_tol = solver_tol
-        self.solver_max_iter = solver_max_iter
-        self.solver = solver
+        self.solver_options = solver_options
         self.augment = augment
         self.augment_weight = augment_weight
         self.n_init = n_init
@@ -483,8 +470,6 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.n_threads = n_threads
         self.random_state = random_state
         self.verbose = verbose
-        self.em_tol = em_tol
-        self.em_max_iter = em_max_iter
 
     # ----- validation ---------------------------------------------------------------------
     def _validate_X(self, X, reset):
@@ -510,7 +495,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         # NaN and infinity: rejected by check_array (an O(1)-memory sum first)
         return X
 
-    def _check_prior(self):
+    def _check_prior(self, k):
         """``(kind, values)`` of ``prior`` (:mod:`skcce._engine._prior`): ``("uniform",
         None)``, ``("auto", None)``, ``("estimate", None)`` or ``("match", proportions)``,
         the user's array converted
@@ -527,12 +512,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             prior = np.array(raw, dtype=np.float64)  # a copy, C-contiguous
         except (TypeError, ValueError) as exc:
             raise ValueError(
-                f"prior must be None, 'auto' or an array of {self.n_clusters} proportions "
+                f"prior must be None, 'auto' or an array of {k} proportions "
                 f"(n_clusters); got {self.prior!r:.80}"
             ) from exc
-        if prior.shape != (self.n_clusters,):
+        if prior.shape != (k,):
             raise ValueError(
-                f"prior must have shape ({self.n_clusters},) (n_clusters); got {prior.shape}"
+                f"prior must have shape ({k},) (n_clusters); got {prior.shape}"
             )
         bad = np.flatnonzero(~np.isfinite(prior) | (prior < 0))
         if bad.size:
@@ -540,7 +525,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 f"prior must be a probability vector (non-negative, summing to 1); entries "
                 f"{bad.tolist()[:10]} are negative, NaN or infinite"
             )
-        if abs(prior.sum() - 1) > 1e-6 * max(1, self.n_clusters):
+        if abs(prior.sum() - 1) > 1e-6 * max(1, k):
             raise ValueError(
                 "prior must be a probability vector (non-negative, summing to 1); it sums to "
                 f"{prior.sum():.6g}"
@@ -566,25 +551,38 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         user = augment
         return lambda x, generator: user(x)
 
-    def _solver_limits(self):
-        """``(solver_tol, solver_max_iter)``, taking the deprecated names when they are set."""
-        limits = {"solver_tol": self.solver_tol, "solver_max_iter": self.solver_max_iter}
-        for old, new in _RENAMED.items():
-            if getattr(self, old) != "deprecated":
-                warn(
-                    f"'{old}' was renamed '{new}' in 0.2 and will be removed in 0.4; "
-                    f"use {new}={getattr(self, old)!r}",
-                    FutureWarning,
-                )
-                limits[new] = getattr(self, old)
-        return float(limits["solver_tol"]), int(limits["solver_max_iter"])
+    def _solver_options(self):
+        """``(method, tol, max_iter)`` of ``solver_options`` (missing keys: their defaults);
+        a ``ValueError`` names an unknown key or a bad value."""
+        options = dict(_SOLVER_DEFAULTS)
+        given = self.solver_options or {}
+        unknown = sorted(set(given) - set(options))
+        if unknown:
+            raise ValueError(
+                f"solver_options has unknown keys {unknown}; the keys are "
+                f"{sorted(options)}"
+            )
+        options.update(given)
+        method, tol, max_iter = options["method"], options["tol"], options["max_iter"]
+        if method not in SOLVER_METHODS:
+            raise ValueError(
+                f"solver_options['method'] must be one of {sorted(SOLVER_METHODS)}; "
+                f"got {method!r}"
+            )
+        if isinstance(tol, bool) or not isinstance(tol, Real) or not 0 < tol < 1:
+            raise ValueError(f"solver_options['tol'] must be a float in (0, 1); got {tol!r}")
+        if isinstance(max_iter, bool) or not isinstance(max_iter, Integral) or max_iter < 1:
+            raise ValueError(
+                f"solver_options['max_iter'] must be a positive integer; got {max_iter!r}"
+            )
+        return method, float(tol), int(max_iter)
 
-    def _config(self, device, input_shape, settings, solve_threads=1, n_samples=1):
+    def _config(self, k, device, input_shape, settings, solve_threads=1, n_samples=1):
         """TrainConfig from the parameters, with the "auto" ones taken from ``settings``."""
-        solver_tol, solver_max_iter = self._solver_limits()
-        prior_kind, prior = self._check_prior()
+        method, solver_tol, solver_max_iter = self._solver_options()
+        prior_kind, prior = self._check_prior(k)
         return TrainConfig(
-            n_clusters=self.n_clusters,
+            n_clusters=k,
             lam=float(self.lam),
             fairness=self.fairness,
             loss=self.loss,
@@ -600,7 +598,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             max_epochs=int(self.max_epochs),
             solver_tol=solver_tol,
             solver_max_iter=solver_max_iter,
-            solver=resolve_method(self.solver, self.loss, self.fairness),
+            solver=resolve_method(method, self.loss, self.fairness),
             augment=self._augment_fn(settings["augment"], input_shape),
             augment_weight=float(self.augment_weight),
             device=device,
@@ -609,12 +607,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             solve_threads=int(solve_threads),
         )
 
-    def _plan(self, X, solve_threads=1) -> _FitPlan:
-        """Resolve everything a fit needs before training (validated X)."""
+    def _plan(self, X, k, solve_threads=1) -> _FitPlan:
+        """Resolve everything a fit of ``k`` clusters needs before training (validated X)."""
         n = X.shape[0]
-        if n < self.n_clusters:
+        if n < k:
             raise ValueError(
-                f"n_samples={n} should be >= n_clusters={self.n_clusters}: there are fewer "
+                f"n_samples={n} should be >= n_clusters={k}: there are fewer "
                 "samples than clusters"
             )
         settings = _defaults.resolve(  # every "auto" setting, from the model
@@ -624,22 +622,21 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             images=X.ndim > 2,  # the image layouts (2-D X is "flat")
             n_features=X.shape[1] if X.ndim == 2 else None,
         )
+        if k == 1:  # the restarts of one cluster are all the same
+            settings["n_init"] = 1
         linear = _defaults.is_linear(self.model)
-        init = _defaults.check_init(settings["init"], self.init, self.model, self.n_clusters, X)
+        init = _defaults.check_init(settings["init"], self.init, self.model, k, X)
         ctx = resolve_distributed(self.distributed)
         device = local_device(resolve_device(self.device), ctx)
         prepared = prepare(X, self.model)
-        cfg = self._config(device, prepared.input_shape, settings, solve_threads, n)
+        cfg = self._config(k, device, prepared.input_shape, settings, solve_threads, n)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
         seeds = ctx.broadcast(seeds, device)  # the same restarts on every rank, unseeded too
         if float(self.whiten) > 0:  # rank 0's map on every rank (a BLAS may differ elsewhere)
-            whitening = self._whitening(X, prepared.inputs, int(seeds[0]), linear)
+            whitening = self._whitening(X, k, prepared.inputs, int(seeds[0]), linear)
             prepared.inputs.whiten = ctx.broadcast(whitening, device)
-        # a candidate of n_clusters="auto" starts every restart from its own KMeans run: the
-        # search's agreement measures how restarts from independent starts agree
-        shared = None if getattr(self, "_independent_starts", False) else seeds
-        build = make_builder(self.model, self.n_clusters, X, prepared, ctx, device, init, shared)
+        build = make_builder(self.model, k, X, prepared, ctx, device, init)
         return _FitPlan(ctx, prepared, cfg, settings["n_init"], seeds, build, settings, linear)
 
     def _check_whiten(self, linear):
@@ -650,24 +647,26 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 f"got model={self.model!r}"
             )
 
-    def _whitening(self, X, inputs, seed, linear):
+    def _whitening(self, X, k, inputs, seed, linear):
         """A positive ``whiten``: the map of :func:`skcce._engine._whiten.within_whitening`,
         estimated on a sample of the normalised rows."""
         self._check_whiten(linear)
         rows = inputs.raw(X, _whiten.sample_index(len(X), seed), torch.device("cpu"))
         strength = float(self.whiten)
-        return _whiten.within_whitening(rows.double().numpy(), self.n_clusters, seed, strength)
+        return _whiten.within_whitening(rows.double().numpy(), k, seed, strength)
 
     def _checkpoint_settings(self, plan):
         """The parameters a checkpoint must agree on (those that change the fitted model)."""
         ignored = {"verbose", "checkpoint", "device", "distributed", "n_init", "random_state"}
-        ignored.update(_RENAMED)  # their values are in solver_tol / solver_max_iter
+        ignored.add("solver_options")  # recorded resolved, below
         settings = {
             key: _checkpoint.describe(value)
             for key, value in self.get_params(deep=False).items()
             if key not in ignored
         }
-        settings["solver_tol"] = plan.cfg.solver_tol  # whichever name set them
+        settings["n_clusters"] = plan.cfg.n_clusters
+        settings["solver"] = plan.cfg.solver
+        settings["solver_tol"] = plan.cfg.solver_tol
         settings["solver_max_iter"] = plan.cfg.solver_max_iter
         settings["n_init"] = int(plan.n_init)
         seed = self.random_state
@@ -676,16 +675,17 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         )
         return settings
 
-    def _callbacks(self, X, plan):
-        """``(callbacks, resume or None)``: checkpointing (which may resume the fit), the
-        progress bar and scikit-learn's callbacks, on the engine's one protocol."""
+    def _callbacks(self, X, plan, checkpoint):
+        """``(callbacks, resume or None)``: checkpointing to the file ``checkpoint`` (which
+        may resume the fit), the progress bar and scikit-learn's callbacks, on the engine's
+        one protocol."""
         callbacks, resume = [], None
-        settings = self._checkpoint_settings(plan) if self.checkpoint is not None else None
+        settings = self._checkpoint_settings(plan) if checkpoint is not None else None
         if hasattr(self, "_init_callback_context"):  # scikit-learn >= 1.9
             callbacks.append(SklearnCallbacks(self, plan.n_init * plan.cfg.max_epochs))
         if settings is not None:
             checkpoint, resume = _checkpoint.open_checkpoint(
-                self.checkpoint,
+                checkpoint,
                 settings,
                 X,
                 plan.prepared.inputs,
@@ -717,144 +717,176 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self : CCEClustering
             The fitted estimator.
         """
-        if isinstance(self.n_clusters, str):  # "auto": one fit per K of the range
-            return self._fit_auto(X)
+        found, k, checkpoint = None, self.n_clusters, self.checkpoint
+        if isinstance(self.n_clusters, str):  # "auto": the search chooses K
+            _n_clusters.check_search_params(self)
+            found = _n_clusters.search(self, self._validate_X(X, reset=True))
+            k, checkpoint = found.k, _n_clusters.candidate_path(self.checkpoint, found.k)
         outer = torch.get_num_threads()  # the caller's setting, before the scope
         with thread_limit(self._thread_count()):
-            return self._fit(X, solve_threads=self.n_threads or outer)
-
-    def _fit_auto(self, X):
-        """``n_clusters="auto"``: the search of :mod:`skcce._n_clusters`, then the chosen
-        K's fitted attributes."""
-        if not (self.prior is None or isinstance(self.prior, str)):
-            raise ValueError(
-                "n_clusters='auto' cannot take a prior array: its length fixes the number of "
-                "clusters (use prior='auto', 'estimate' or None, or an integer n_clusters)"
-            )
-        if not isinstance(self.init, str):
-            raise ValueError(
-                "n_clusters='auto' cannot take init centroids: their number fixes the number "
-                "of clusters (use init='auto', 'kmeans' or 'random', or an integer n_clusters)"
-            )
-        self._check_whiten(_defaults.is_linear(self.model))  # before the search, not after
-        X = self._validate_X(X, reset=True)
-        rows = X.reshape(len(X), -1)  # distinct rows (images) bound K
-
-        def count_distinct(stop):
-            return n_distinct_rows(rows, stop)
-
-        low, high = _n_clusters.check_range(self.n_clusters_range, count_distinct)
-        n_init = _n_clusters.restarts(self.n_init, self.model)
-        sample = None  # above SEARCH_ROWS samples, the rows the search fits on
-        if len(X) > _n_clusters.SEARCH_ROWS:
-            rng = check_random_state(self.random_state)
-            sample = np.sort(rng.choice(len(X), _n_clusters.SEARCH_ROWS, replace=False))
-        data = X if sample is None else X[sample]
-        epochs = _n_clusters.search_epochs(self.max_epochs, len(data), self.batch_size, self.model)
-        # the candidates are compared without whitening, the geometry the criterion was
-        # measured in (whitened candidates chose K worse: docs/benchmarks.md); a positive
-        # whiten whitens the fit of the chosen K
-        overrides = {"whiten": False} if float(self.whiten) > 0 else {}
-        # a candidate is the final model when it was trained as a direct fit of its K would be
-        # (not when a direct fit shares one KMeans start between its restarts: _build)
-        final = (
-            sample is None
-            and epochs == self.max_epochs
-            and not self._shares_start()
-            and not overrides
-        )
-        tag = "" if final else (".search" if sample is None else ".sample")
-        best, scores, k, restarts_of = None, {}, 1, {}  # a range of K = 1 alone: no search
-        if high >= 2:
-            ks = range(max(low, 2), high + 1)
-            best, scores, restarts_of, caught = self._search_k(
-                data, ks, n_init, epochs, tag, overrides
-            )
-            k = _n_clusters.choose(scores, low)
-            if final:
-                _n_clusters.replay(caught)  # the kept fit's warnings
-            else:  # the chosen K is fitted below, on all the rows with the whole training
-                best = None
-        if k == 1:  # no structure
-            best = clone(self).set_params(n_clusters=1, n_init=1, checkpoint=None).fit(X)
-        elif best is None:  # as a direct fit of the chosen K
-            path = _n_clusters.candidate_path(self.checkpoint, k)
-            best = clone(self).set_params(n_clusters=k, checkpoint=path).fit(X)
-        for key, value in vars(best).items():
-            if key.endswith("_") and not key.startswith("_") or key == "_inputs":
-                setattr(self, key, value)
-        self.n_clusters_scores_ = scores
-        self.n_clusters_restarts_ = restarts_of
+            self._fit(X, k, checkpoint, solve_threads=self.n_threads or outer)
+        if found is not None:
+            self.n_clusters_scores_ = found.scores
+            self.n_clusters_restarts_ = found.restarts
         return self
 
-    def _search_k(self, X, ks, n_init, epochs, tag="", overrides=None):
-        """``(best, scores, restarts, caught)``: a fit for every K of ``ks`` (clones of this
-        estimator with ``n_init`` restarts of ``epochs`` epochs) and the one with the best
-        :func:`skcce._n_clusters.criterion` (the smallest K of equals); ``{K: criterion}``;
-        ``{K: restarts behind its criterion}``; the warnings of the best one's fit (the
-        others' are dropped). ``tag`` is the checkpoints' suffix of candidates that are not
-        final fits (shortened, on a sample, or not whitened as the final fit is);
-        ``overrides`` are parameters every candidate sets (``whiten=False``). On a long
-        range every K is first screened with fewer restarts and only the best of the
-        screening are fitted with ``n_init`` (:func:`skcce._n_clusters.screening`); until
-        the best K of the curve is one of those, it is fitted with ``n_init`` too. Only the
-        best candidate so far is kept in memory. The candidates run on
-        :func:`skcce._n_clusters.search_workers` threads."""
-        workers = _n_clusters.search_workers(
-            self.n_threads,
-            _defaults.is_linear(self.model),
-            resolve_device(self.device).type == "cpu",
-            resolve_distributed(self.distributed).active,
-            self.verbose,
-        )
-        # on several threads each candidate runs single-threaded, its solver too (fit_all
-        # holds the process-wide thread count at 1 around them)
-        threads = {"n_threads": 1} if workers > 1 else {}
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None):
+        """Update the model with one chunk of samples: one pass of the training over it.
 
-        def fit_one(k, n_restarts=n_init, suffix=tag):
-            path = _n_clusters.candidate_path(self.checkpoint, k, suffix)
-            candidate = clone(self).set_params(
-                n_clusters=k,
-                n_init=n_restarts,
-                max_epochs=epochs,
-                checkpoint=path,
-                **threads,
-                **(overrides or {}),
+        The first call (on an unfitted estimator) reads the settings, fits the input
+        normalisation to the chunk and starts the linear head: k-means++ and Lloyd on the
+        chunk for ``init="auto"`` or ``"kmeans"``, the ``init`` centroids, or a random head
+        for ``"random"``. Every call then merges the chunk into the normalisation (running
+        per-feature means and one global standard deviation; the head is re-expressed so
+        that its predictions do not change), runs one pass of the self-labeling loop over
+        the chunk's shuffled mini-batches (``n_steps_`` counts the optimiser steps) and sets
+        ``labels_`` to the chunk's clusters. A stream trains one model: ``n_init="auto"`` is
+        1 and ``prior="auto"`` the uniform prior; ``max_epochs`` and ``checkpoint`` are not
+        used (a pickled estimator resumes the stream exactly); later changes of the
+        parameters are ignored. After ``fit`` it continues the fitted model. The linear
+        head only; a ``ValueError`` leaves the estimator as it was.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A chunk; on the first call at least ``n_clusters`` distinct rows.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        self : CCEClustering
+        """
+        with thread_limit(self._thread_count()):
+            return self._partial_fit(X)
+
+    def _partial_fit(self, X):
+        """``partial_fit``: everything is checked before any attribute changes
+        (:mod:`skcce._engine._stream` trains copies)."""
+        from sklearn.base import clone
+
+        from skcce._engine._distributed import Context
+        from skcce._engine._stream import Moments, Stream
+        from skcce.models._kmeans_init import n_distinct_rows
+
+        if isinstance(self.n_clusters, str):
+            raise ValueError(
+                "partial_fit needs an integer n_clusters: n_clusters='auto' compares fits of "
+                "every K on all the data, which a stream never holds; choose K with fit on a "
+                "sample, then stream with that n_clusters"
             )
-            candidate._independent_starts = True  # read by _plan
-            return candidate.fit(X)
+        if not _defaults.is_linear(self.model):
+            raise ValueError(
+                f"partial_fit trains the linear head only (model='linear'); got "
+                f"model={self.model!r:.60}: use fit"
+            )
+        if self.n_init not in ("auto", 1):
+            raise ValueError(f"partial_fit trains one model: n_init must be 1 or 'auto'; "
+                             f"got {self.n_init!r}")  # fmt: skip
+        if resolve_distributed(self.distributed).active:
+            raise ValueError("partial_fit runs on one process: set distributed=False")
+        k, fitted = int(self.n_clusters), hasattr(self, "module_")
+        if fitted:  # the chunk's width and names against the fit's; nothing is set
+            X = self._validate_X(X, reset=False)
+            if k != self.n_clusters_:
+                raise ValueError(
+                    f"n_clusters={k}, but the model being updated has {self.n_clusters_} "
+                    "clusters: a stream keeps its K (fit, or partial_fit a clone, to change it)"
+                )
+            stream = getattr(self, "_stream", None)
+            if stream is None or not stream.matches(self.module_):  # continue a fit
+                stream = self._stream_of_fit(Moments, Stream, k)
+            done = stream.advance(X, self.module_)
+            self._set_streamed(done)
+            return self
+        probe = clone(self)  # validate_data sets n_features_in_: on a copy until the end
+        X = probe._validate_X(X, reset=True)
+        if len(X) < k:
+            raise ValueError(
+                f"n_samples={len(X)} should be >= n_clusters={k}: the first chunk of "
+                f"partial_fit (all the rows seen so far) holds fewer rows than clusters"
+            )
+        distinct = n_distinct_rows(X, stop=k)
+        if distinct < k:
+            raise ValueError(
+                f"n_distinct_samples={distinct} should be >= n_clusters={k}: the first chunk "
+                "of partial_fit, which starts the K clusters, holds fewer distinct rows than "
+                "clusters"
+            )
+        settings = _defaults.resolve(
+            {key: getattr(self, key) for key in _defaults.AUTO_PARAMS},
+            self.model, len(X), images=False, n_features=X.shape[1],
+        )  # fmt: skip
+        init = _defaults.check_init(settings["init"], self.init, self.model, k, X)
+        init = "kmeans" if isinstance(init, str) and init == "auto-kmeans" else init
+        device = resolve_device(self.device)
+        cfg = self._config(k, device, (X.shape[1],), settings, 1, len(X))
+        seed = int(check_random_state(self.random_state).randint(0, np.iinfo(np.int32).max))
+        used = {}
 
-        def report(k, note=""):
-            if self.verbose:
-                print(f"n_clusters={k}: criterion {scores[k]:.3f}{note}", flush=True)
+        def make_head(generator, X, inputs):
+            prepared = Prepared("flat", (X.shape[1],), inputs)
+            build = make_builder(self.model, k, X, prepared, Context(), device, init)
+            module = build(generator, run=0, seed=seed)
+            used["init"] = build.inits.get(0, "random")
+            return module
 
-        ks, scores, restarts_of = list(ks), {}, {}  # restarts_of: K -> restarts behind it
-        best, best_key, best_caught = None, None, []
-        screen = _n_clusters.screening(n_init, len(ks))
-        todo = ks
-        if screen is not None:
-            fitted = _n_clusters.fit_all(lambda k: fit_one(k, screen, f"{tag}.screen"), ks, workers)
-            for k, (candidate, _) in zip(ks, fitted, strict=True):
-                scores[k], restarts_of[k] = _n_clusters.score_of(candidate), screen
-                report(k, f" (screening, {screen} restarts)")
-            todo = _n_clusters.shortlist(scores)
-        while todo:
-            fitted = _n_clusters.fit_all(fit_one, todo, workers)
-            for k, (candidate, caught) in zip(todo, fitted, strict=True):
-                scores[k], restarts_of[k] = _n_clusters.score_of(candidate), n_init
-                if best_key is None or (scores[k], -k) > best_key:
-                    best, best_key, best_caught = candidate, (scores[k], -k), caught
-                report(k)
-            top = _n_clusters.best_k(scores)
-            # the curve's best always has all restarts (screening uses fewer than n_init)
-            todo = [] if restarts_of[top] == n_init else [top]
-        return best, scores, restarts_of, best_caught
+        def whitening(X, inputs):
+            return self._whitening(X, k, inputs, seed, True)
 
-    def _shares_start(self) -> bool:
-        """Whether a fit's KMeans restarts share one start (``init="auto"`` on the linear
-        head, :data:`skcce._engine._build.SHARED_START`)."""
-        auto = isinstance(self.init, str) and self.init == "auto"
-        return _build.SHARED_START and auto and _defaults.is_linear(self.model)
+        stream = Stream(cfg, Moments.empty(X.shape[1]), seed)
+        done = stream.advance(X, None, make_head, whitening if float(self.whiten) > 0 else None)
+        self.n_features_in_ = probe.n_features_in_
+        for name in ("feature_names_in_", "n_clusters_scores_", "n_clusters_restarts_"):
+            self.__dict__.pop(name, None)
+        if hasattr(probe, "feature_names_in_"):
+            self.feature_names_in_ = probe.feature_names_in_
+        self.init_ = self.init if used["init"] == "array" else used["init"]
+        self._set_streamed(done)
+        return self
+
+    def _stream_of_fit(self, Moments, Stream, k):
+        """A stream that continues the model of ``fit``: its settings, normalisation (as
+        statistics of its training rows), prior and step count; a fresh optimiser."""
+        n = len(self.labels_)
+        settings = {"optimizer": self.optimizer_, "learning_rate": self.learning_rate_,
+                    "weight_decay": self.weight_decay_, "batch_size": self.batch_size_,
+                    "augment": None}  # fmt: skip
+        cfg = self._config(k, self.device_, self.input_shape_, settings, 1, n)
+        seed = int(check_random_state(self.random_state).randint(0, np.iinfo(np.int32).max))
+        steps = getattr(self, "n_steps_", self.n_iter_ * -(-n // self.batch_size_))
+        moments = Moments.of_inputs(self._inputs, n)
+        stream = Stream(cfg, moments, seed, self._inputs.whiten, steps, self.n_iter_)
+        if stream.tracker.varies:
+            stream.tracker.restore(np.asarray(self.prior_, dtype=np.float64)[None, :])
+        return stream
+
+    def _set_streamed(self, done):
+        """The fitted attributes after a ``partial_fit`` call (``done``: its
+        :class:`skcce._engine._stream.Pass`); plain assignments, none can fail."""
+        stream, cfg, inputs = done.stream, done.stream.cfg, done.inputs
+        prior = stream.prior()
+        self.device_ = cfg.device
+        self._inputs = inputs
+        self.input_shape_ = (int(inputs.mean.shape[0]),)
+        self.module_ = done.module
+        self.history_ = [done.history]
+        self.n_iter_ = stream.n_passes
+        self.n_steps_ = stream.n_steps
+        self.labels_ = done.proba.argmax(axis=1)
+        self.train_score_ = mutual_information(done.proba)
+        self.whitening_ = None if inputs.whiten is None else inputs.whiten.copy()
+        self.optimizer_ = cfg.optimizer
+        self.learning_rate_ = float(cfg.learning_rate)
+        self.weight_decay_ = float(cfg.weight_decay)
+        self.batch_size_ = int(cfg.batch_size)
+        self.augment_ = None
+        self.n_init_ = 1
+        self.n_clusters_ = int(cfg.n_clusters)
+        self.prior_ = np.full(cfg.n_clusters, 1.0 / cfg.n_clusters) if prior is None else prior
+        self.restart_agreement_ = np.zeros(1)
+        self._stream = stream
 
     def _thread_count(self):
         """The thread count of ``n_threads`` (None: leave torch's setting alone)."""
@@ -862,16 +894,17 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             return self.n_threads
         return 1 if _defaults.is_linear(self.model) else None
 
-    def _fit(self, X, solve_threads=1):
+    def _fit(self, X, k, checkpoint, solve_threads=1):
+        """Fit ``k`` clusters, checkpointing to ``checkpoint`` (None: no checkpoint)."""
         X = self._validate_X(X, reset=True)
-        plan = self._plan(X, solve_threads)
-        callbacks, resume = self._callbacks(X, plan)
+        plan = self._plan(X, k, solve_threads)
+        callbacks, resume = self._callbacks(X, plan, checkpoint)
         sk = next((c for c in callbacks if isinstance(c, SklearnCallbacks)), None)
         if sk is not None:
             sk.root.call_on_fit_task_begin(estimator=self, X=X)
         restarts = run_restarts(
             X, plan.prepared, plan.cfg, plan.build, plan.seeds, ctx=plan.ctx,
-            linear=plan.linear, checkpoint=self.checkpoint is not None, callbacks=callbacks,
+            linear=plan.linear, checkpoint=checkpoint is not None, callbacks=callbacks,
             resume=resume,
         )  # fmt: skip
         best, agreement = choose_restart(restarts.finished, X, plan.prepared.inputs, plan.linear)
@@ -880,16 +913,16 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         if sk is not None:
             sk.root.call_on_fit_task_end(estimator=self, X=X)
         if restarts.interrupted:
-            self._warn_interrupted(restarts.last, best, plan.n_init)
+            self._warn_interrupted(restarts.last, best, plan.n_init, checkpoint)
         self._set_fitted(plan, best, restarts, agreement)
         return self
 
-    def _warn_interrupted(self, result, best, n_init):
+    def _warn_interrupted(self, result, best, n_init, checkpoint):
         warn(
             f"fit was interrupted (KeyboardInterrupt) after {len(result.history)} completed "
             f"epoch(s) of restart {result.run + 1}/{n_init}; the fitted state is the best of "
             f"the completed work ({len(best.history)} epoch(s) in history_)"
-            + (f"; resume with fit and checkpoint={self.checkpoint!r}" if self.checkpoint else ""),
+            + (f"; resume with fit and checkpoint={checkpoint!r}" if checkpoint else ""),
             FitInterruptedWarning,
         )
 
@@ -915,7 +948,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.batch_size_ = int(settings["batch_size"])
         self.augment_ = settings["augment"]
         self.n_init_ = int(plan.n_init)
-        self.n_clusters_ = int(self.n_clusters)
+        self.n_clusters_ = int(plan.cfg.n_clusters)
         # an earlier "auto" fit's curve
         for name in ("n_clusters_scores_", "n_clusters_restarts_"):
             self.__dict__.pop(name, None)
@@ -928,14 +961,14 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 ConvergenceWarning,
             )
         self.prior_ = (
-            np.full(self.n_clusters, 1.0 / self.n_clusters) if best.prior is None else best.prior
+            np.full(self.n_clusters_, 1.0 / self.n_clusters_) if best.prior is None else best.prior
         )
         self.restart_agreement_ = agreement
         self._warn_small_clusters(plan, restarts.finished)
 
     def _warn_small_clusters(self, plan, finished):
         """A ConvergenceWarning when the kept restart has an empty or near-empty cluster."""
-        k = self.n_clusters
+        k = self.n_clusters_
         empty, near = small_clusters(self.labels_, k, self.prior_)
         if not (empty.size or near.size):
             return
@@ -1021,6 +1054,16 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         """
         return mutual_information(self.predict_proba(X))
 
+    @classmethod
+    def _get_default_params(cls):
+        """``{name: default}`` of every parameter of ``__init__``."""
+        import inspect
+
+        signature = inspect.signature(cls.__init__)
+        return {
+            name: p.default for name, p in signature.parameters.items() if name != "self"
+        }
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         deep = not _defaults.is_linear(self.model)
@@ -1051,5 +1094,25 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 io.BytesIO(module), map_location=device, weights_only=False
             )
             state["device_"] = device
-        state.setdefault("n_threads", None)  # pickles from before 0.3: "auto"
-        super().__setstate__(state)
+        super().__setstate__(_upgrade_release_state(state))
+
+
+def _upgrade_release_state(state):
+    """The state of a model pickled by the 0.1.0 release in today's parameters: its
+    ``solver``, ``solver_tol`` and ``solver_max_iter`` become ``solver_options`` (their
+    deprecated aliases ``em_tol`` and ``em_max_iter`` are dropped), and a parameter the
+    pickle lacks takes its default."""
+    if "solver_options" in state:
+        return state
+    state = dict(state)
+    options = {}
+    for old, key in (("solver", "method"), ("solver_tol", "tol"), ("solver_max_iter", "max_iter")):
+        value = state.pop(old, _SOLVER_DEFAULTS[key])
+        if value != _SOLVER_DEFAULTS[key]:
+            options[key] = value
+    for old in ("em_tol", "em_max_iter"):
+        state.pop(old, None)
+    state["solver_options"] = options or None
+    for name, default in CCEClustering._get_default_params().items():
+        state.setdefault(name, default)  # a parameter added since: its default
+    return state

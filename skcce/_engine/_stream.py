@@ -1,0 +1,310 @@
+"""The state of a stream of ``CCEClustering.partial_fit`` calls (the linear head only).
+
+A stream trains one model, chunk by chunk: every call updates the input normalisation with
+the chunk (:class:`Moments`), re-expresses the linear head in the new normalisation so that
+its predictions do not change (:func:`carry_head_`), and runs one pass of the self-labeling
+loop over the chunk's shuffled mini-batches (:func:`skcce._engine._train.run_epoch`, the
+train step ``fit`` uses). :class:`Stream` holds what must survive between calls and pickles
+with the estimator: the settings, the normalisation accumulators, the optimiser's state, the
+shuffling generator's state, the prior tracker and the step count. The network itself is the
+estimator's ``module_`` (pickled once, by the estimator).
+
+:meth:`Stream.advance` never changes the stream it is called on nor the module it is given:
+it returns a new stream and a new module (:class:`Pass`), which the estimator sets only once
+the call has succeeded, so that an error leaves the model as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from skcce._engine._device import loadable_device
+from skcce._engine._distributed import Context
+from skcce._engine._inference import infer_proba
+from skcce._engine._preprocess import Inputs, _power_of_two
+from skcce._engine._prior import PriorTracker
+from skcce._engine._step import Step
+from skcce._engine._train import make_optimizer, run_epoch
+
+#: Values (rows x features) of one block of the statistics' float64 temporaries.
+BLOCK_VALUES = 1 << 20
+
+
+@dataclass
+class Moments:
+    """Running statistics of flat features seen so far, merged chunk by chunk.
+
+    Attributes
+    ----------
+    count : int
+        Rows seen.
+    mean, m2 : ndarray of shape (n_features,)
+        Per-feature mean and sum of squared deviations of ``X / scale`` (float64).
+    lo, hi : ndarray of shape (n_features,)
+        Per-feature minimum and maximum of X (a feature is constant while they are equal).
+    peak : float
+        The largest ``|x|`` seen; ``scale`` is its power of two (as in
+        :func:`skcce._engine._preprocess.fit_inputs`).
+    scale : float
+    """
+
+    count: int
+    mean: np.ndarray
+    m2: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    peak: float = 0.0
+    scale: float = 1.0
+
+    @classmethod
+    def empty(cls, n_features: int) -> Moments:
+        """No rows seen."""
+        zeros, big = np.zeros(n_features), np.full(n_features, np.inf)
+        return cls(0, zeros, zeros.copy(), big, -big)
+
+    @classmethod
+    def of_inputs(cls, inputs: Inputs, count: int) -> Moments:
+        """The statistics a fit's normalisation ``inputs`` stands for, on ``count`` rows.
+
+        ``fit`` keeps the per-feature mean and one global standard deviation, not the
+        per-feature variances: every feature is given the mean variance (the normalisation
+        depends on their mean only), and none is taken as constant.
+        """
+        d = inputs.mean.shape[0]
+        std = float(np.asarray(inputs.std, dtype=np.float64).flat[0])
+        m2 = np.full(d, count * std * std)
+        big = np.full(d, np.inf)
+        mean = np.array(inputs.mean, dtype=np.float64)
+        return cls(int(count), mean, m2, -big, big, inputs.scale / 2.0, inputs.scale)
+
+    def merged(self, X) -> Moments:
+        """These statistics and those of the rows of ``X`` (a new object; X is read in
+        blocks of :data:`BLOCK_VALUES` values, never copied whole).
+
+        The blocks' means and sums of squared deviations are combined by Chan et al.'s
+        pairwise update, as :func:`skcce._engine._preprocess.fit_inputs` combines its chunks
+        (on a first chunk the result is the same, bit for bit). When the chunk raises the
+        largest ``|x|`` past the current power of two, the accumulators are rescaled to the
+        new ``scale`` first (by a power of two: exactly).
+        """
+        n = X.shape[0]
+        step = max(1, BLOCK_VALUES // max(1, X.shape[1]))
+        lo, hi = np.full(X.shape[1], np.inf), np.full(X.shape[1], -np.inf)  # the chunk's
+        for start in range(0, n, step):
+            block = X[start : start + step]
+            np.minimum(lo, block.min(axis=0), out=lo)
+            np.maximum(hi, block.max(axis=0), out=hi)
+        peak = max(self.peak, float(np.abs(lo).max()), float(np.abs(hi).max()))
+        lo, hi = np.minimum(lo, self.lo), np.maximum(hi, self.hi)
+        scale = _power_of_two(peak)
+        ratio = self.scale / scale  # a power of two
+        count, mean, m2 = self.count, self.mean * ratio, self.m2 * (ratio * ratio)
+        for start in range(0, n, step):
+            block = np.multiply(X[start : start + step], 1.0 / scale, dtype=np.float64)
+            nb = block.shape[0]
+            bmean = block.mean(axis=0, keepdims=True)
+            block -= bmean
+            block *= block
+            bm2 = block.sum(axis=0)
+            bmean = bmean.reshape(bm2.shape)
+            delta = bmean - mean
+            total = count + nb
+            mean = mean + delta * (nb / total)
+            m2 = m2 + bm2 + delta * delta * (count * nb / total)
+            count = total
+        return Moments(int(count), mean, m2, lo, hi, peak, scale)
+
+    def inputs(self, whiten=None) -> Inputs:
+        """The normalisation of these statistics (as ``fit`` makes it: the per-feature mean
+        and one global standard deviation, the root of the features' mean variance, constant
+        features counting 0), with the whitening map ``whiten``."""
+        var = np.where(self.lo == self.hi, 0.0, self.m2 / max(self.count, 1))
+        std = np.full_like(self.mean, np.sqrt(var.mean()))
+        std = np.where(std > 0, std, 1.0)
+        return Inputs("flat", self.mean.copy(), std, self.scale, whiten)
+
+
+def _affine(inputs: Inputs):
+    """``(a, c)`` with ``normalised(x) = a * (x @ A) + c`` for the whitening map ``A`` (the
+    identity when None): ``a = 1 / (scale * std)``, ``c = -(mean @ A) / std``."""
+    std = float(np.asarray(inputs.std, dtype=np.float64).flat[0])
+    mean = np.asarray(inputs.mean, dtype=np.float64)
+    if inputs.whiten is not None:
+        mean = mean @ np.asarray(inputs.whiten, dtype=np.float64)
+    return 1.0 / (inputs.scale * std), -mean / std
+
+
+@torch.no_grad()
+def carry_head_(layer: torch.nn.Linear, old: Inputs, new: Inputs) -> torch.nn.Linear:
+    r"""Re-express a linear head trained on ``old``'s normalised rows for ``new``'s.
+
+    With :math:`u = a\,(xA) + c` the normalised row of each (:func:`_affine`; the same
+    whitening map ``A`` in both), the logits :math:`W u_{old} + b` equal
+    :math:`W' u_{new} + b'` for every ``x`` with :math:`W' = (a_o / a_n) W` and
+    :math:`b' = b + W (c_o - (a_o / a_n) c_n)` (computed in float64, rounded to the layer's
+    dtype). Changed in place; nothing changes when the two normalisations are equal.
+    """
+    a_old, c_old = _affine(old)
+    a_new, c_new = _affine(new)
+    if a_old == a_new and np.array_equal(c_old, c_new):
+        return layer
+    ratio = a_old / a_new
+    W = layer.weight.detach().to("cpu", torch.float64).numpy()
+    b = layer.bias.detach().to("cpu", torch.float64).numpy()
+    bias = b + W @ (c_old - ratio * c_new)
+    layer.weight.copy_(torch.from_numpy(ratio * W).to(layer.weight.dtype))
+    layer.bias.copy_(torch.from_numpy(bias).to(layer.bias.dtype))
+    return layer
+
+
+def fingerprint(module: torch.nn.Module) -> str:
+    """A digest of the module's parameters and buffers (to tell whether the estimator's
+    ``module_`` is still the one the stream trained last)."""
+    digest = hashlib.sha256()
+    for name, value in module.state_dict().items():
+        digest.update(name.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+@dataclass
+class Pass:
+    """What one ``partial_fit`` call made: the new stream, the trained module, the chunk's
+    normalisation, its soft assignments and the pass's history entry."""
+
+    stream: Stream
+    module: torch.nn.Module
+    inputs: Inputs
+    proba: np.ndarray
+    history: dict
+
+
+class Stream:
+    """What a stream of ``partial_fit`` calls carries from one call to the next.
+
+    Parameters
+    ----------
+    cfg : skcce._engine._train.TrainConfig
+        The settings, resolved on the first call (its ``max_epochs`` is unused).
+    moments : Moments
+        The normalisation's accumulators.
+    seed : int
+        Seeds the generator that builds the head and shuffles every chunk.
+    whiten : ndarray or None
+        The whitening map (estimated on the first chunk, then fixed).
+    n_steps : int, default=0
+        Optimiser steps so far (a fit's, when the stream continues one).
+    n_passes : int, default=0
+        Passes so far (a fit's epochs, when the stream continues one).
+    """
+
+    def __init__(self, cfg, moments, seed, whiten=None, n_steps=0, n_passes=0):
+        self.cfg = cfg
+        self.moments = moments
+        self.whiten = whiten
+        self.generator_state = torch.Generator().manual_seed(int(seed)).get_state()
+        self.optimizer_state = None  # the optimiser's state_dict after the last pass
+        self.tracker = PriorTracker(cfg.prior_kind, cfg.n_clusters, [0], cfg.prior, 1)
+        self.n_steps, self.n_passes = int(n_steps), int(n_passes)
+        self.fingerprint = None  # of the module after the last pass
+
+    # ----- persistence: device tensors travel as torch.save bytes, loaded where they can --
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["cfg"] = replace(self.cfg, device=str(self.cfg.device))
+        if self.optimizer_state is not None:
+            buffer = io.BytesIO()
+            torch.save(self.optimizer_state, buffer)
+            state["optimizer_state"] = buffer.getvalue()
+        return state
+
+    def __setstate__(self, state):
+        device = loadable_device(str(state["cfg"].device))
+        state["cfg"] = replace(state["cfg"], device=device)
+        if isinstance(state.get("optimizer_state"), bytes):
+            state["optimizer_state"] = torch.load(
+                io.BytesIO(state["optimizer_state"]), map_location=device, weights_only=False
+            )
+        self.__dict__.update(state)
+
+    def inputs(self) -> Inputs:
+        """The normalisation of the rows seen so far."""
+        return self.moments.inputs(self.whiten)
+
+    def matches(self, module) -> bool:
+        """Whether ``module`` is the module this stream trained last."""
+        return self.fingerprint is not None and fingerprint(module) == self.fingerprint
+
+    def advance(self, X, module=None, make_head=None, whitening=None) -> Pass:
+        """One ``partial_fit`` call on the chunk ``X`` (validated, flat features).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_rows, n_features)
+        module : torch.nn.Linear, optional
+            The head so far (not changed: a copy is trained); None on the first call.
+        make_head : callable, optional
+            First call: ``make_head(generator, X, inputs) -> nn.Linear``, the initial head
+            for the chunk's normalisation ``inputs``.
+        whitening : callable, optional
+            First call with ``whiten``: ``whitening(X, inputs) -> ndarray``, the map.
+
+        Returns
+        -------
+        Pass
+            ``self`` is not changed.
+
+        Raises
+        ------
+        FloatingPointError
+            The training diverged (the network's outputs or loss became non-finite).
+        """
+        new = copy.deepcopy(self)
+        new.moments = self.moments.merged(X)
+        generator = torch.Generator()
+        generator.set_state(new.generator_state)
+        if module is None:
+            if whitening is not None:
+                new.whiten = whitening(X, new.moments.inputs())
+            inputs = new.inputs()
+            module = make_head(generator, X, inputs)
+        else:
+            inputs = new.inputs()
+            module = carry_head_(copy.deepcopy(module), self.inputs(), inputs)
+        entry = new._train(module, X, inputs, generator)
+        proba = infer_proba(module, X, inputs, new.cfg.device)
+        new.fingerprint = fingerprint(module)
+        return Pass(new, module, inputs, proba, entry)
+
+    def _train(self, module, X, inputs, generator) -> dict:
+        """One pass of the train step over ``X`` (this stream is the call's copy)."""
+        cfg = self.cfg
+        module.to(cfg.device)
+        optimizer = make_optimizer(module, cfg)
+        if self.optimizer_state is not None:
+            optimizer.load_state_dict(self.optimizer_state)
+        # the estimated prior's memory: every row seen, as a fit's is every row of its epoch
+        self.tracker.n = max(self.moments.count, 1)
+        step = Step(module, module, optimizer, inputs, cfg, Context())
+        step.set_tracker(self.tracker)
+        entry = run_epoch(step, X, generator, 0, self.n_passes, ())
+        if not np.isfinite(entry["loss"]):
+            raise FloatingPointError(
+                "the training loss became non-finite; lower learning_rate or check the scale "
+                "of X"
+            )
+        self.optimizer_state = optimizer.state_dict()
+        self.generator_state = generator.get_state()
+        self.n_steps += -(-X.shape[0] // cfg.batch_size)
+        self.n_passes += 1
+        return entry
+
+    def prior(self) -> np.ndarray | None:
+        """The prior in force (None: uniform)."""
+        return self.tracker.prior_of(0, self.tracker.mass[0])

@@ -1,0 +1,341 @@
+"""CCEClustering.partial_fit: MiniBatchKMeans's conventions, streaming normalisation,
+resuming from a pickle, and bad input that leaves the model as it was (issue 45)."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.cluster import MiniBatchKMeans
+from sklearn.datasets import make_blobs
+
+from skcce import CCEClustering
+from skcce._engine._preprocess import Inputs, fit_inputs
+from skcce._engine._stream import Moments, carry_head_
+from skcce.metrics import clustering_accuracy
+
+FAST = dict(batch_size=50, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(n_samples=1200, centers=4, n_features=6, cluster_std=1.0, random_state=3)
+    return X.astype(np.float32), y
+
+
+def chunks(X, n_chunks):
+    return np.array_split(X, n_chunks)
+
+
+def same(a, b) -> bool:
+    """Deep equality of fitted state: arrays, tensors, modules, dataclasses, containers."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, torch.nn.Module):
+        return same(a.state_dict(), b.state_dict())
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if hasattr(a, "__dict__") and not isinstance(a, type):
+        skip = {"_cache"}  # device tensors of Inputs, rebuilt on demand
+        va = {k: v for k, v in vars(a).items() if k not in skip}
+        vb = {k: v for k, v in vars(b).items() if k not in skip}
+        return same(va, vb)
+    return a == b
+
+
+def snapshot(est):
+    """Everything of the estimator: parameters, fitted attributes, private state."""
+    return copy.deepcopy(vars(est)), est.get_params(deep=False)
+
+
+def assert_unchanged(est, before):
+    state, params = before
+    assert same(est.get_params(deep=False), params)
+    assert vars(est).keys() == state.keys()
+    for key in state:
+        assert same(vars(est)[key], state[key]), key
+
+
+# ----- conventions ---------------------------------------------------------------------------
+def test_first_call_initialises_and_sets_attributes(blobs):
+    X, _ = blobs
+    est = CCEClustering(4, **FAST)
+    first = X[:300]
+    assert est.partial_fit(first) is est
+    assert est.n_features_in_ == 6 and est.input_shape_ == (6,)
+    assert est.labels_.shape == (300,)
+    assert est.n_iter_ == 1 and len(est.history_) == 1
+    assert est.n_steps_ == 6  # 300 rows in batches of 50
+    assert est.init_ == "kmeans"  # init="auto": k-means++ on the first chunk
+    assert est.n_init_ == 1 and est.n_clusters_ == 4
+    np.testing.assert_array_equal(est.prior_, np.full(4, 0.25))  # prior="auto": uniform
+    np.testing.assert_array_equal(est.predict(first), est.labels_)
+    est.partial_fit(X[300:470])
+    assert est.labels_.shape == (170,)  # the last chunk's, as MiniBatchKMeans
+    assert est.n_steps_ == 6 + 4 and est.n_iter_ == 2
+
+
+def test_predict_between_calls(blobs):
+    X, _ = blobs
+    est = CCEClustering(4, **FAST)
+    for chunk in chunks(X, 4):
+        est.partial_fit(chunk)
+        proba = est.predict_proba(X)
+        assert proba.shape == (len(X), 4)
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+        np.testing.assert_array_equal(est.predict(chunk), est.labels_)
+        assert np.isfinite(est.score(X))
+
+
+@pytest.mark.parametrize("init", ["random", "kmeans", "centroids"])
+def test_init(blobs, init):
+    X, y = blobs
+    if init == "centroids":
+        init = np.stack([X[y == c].mean(axis=0) for c in range(4)])
+    est = CCEClustering(4, init=init, **FAST).partial_fit(X[:400])
+    if isinstance(init, str):
+        assert est.init_ == init
+    else:
+        assert est.init_ is init
+    # the centroids start: the first chunk's clusters are already the classes
+    assert clustering_accuracy(y[:400], est.labels_) > (0.99 if not isinstance(init, str) else 0)
+
+
+def test_init_auto_same_start_as_kmeans(blobs):
+    X, _ = blobs
+    auto = CCEClustering(4, **FAST).partial_fit(X[:300])
+    kmeans = CCEClustering(4, init="kmeans", **FAST).partial_fit(X[:300])
+    assert same(auto.module_, kmeans.module_)
+
+
+def test_accuracy_against_minibatch_kmeans():
+    # a well separated Gaussian mixture in 10 chunks, two passes over them (issue 45's target)
+    X, y = make_blobs(n_samples=5000, centers=8, n_features=16, cluster_std=1.5, random_state=7)
+    X = X.astype(np.float32)
+    order = np.random.default_rng(0).permutation(len(X))
+    X, y = X[order], y[order]
+    parts = chunks(np.arange(len(X)), 10)
+    cce = CCEClustering(8, random_state=0)
+    mbk = MiniBatchKMeans(8, random_state=0, n_init=1)
+    for _ in range(2):
+        for rows in parts:
+            cce.partial_fit(X[rows])
+            mbk.partial_fit(X[rows])
+    ours = clustering_accuracy(y, cce.predict(X))
+    theirs = clustering_accuracy(y, mbk.predict(X))
+    assert ours >= theirs - 0.01, (ours, theirs)
+    assert ours > 0.95
+
+
+def test_same_seed_same_stream(blobs):
+    X, _ = blobs
+    a, b = CCEClustering(4, **FAST), CCEClustering(4, **FAST)
+    for chunk in chunks(X, 3):
+        a.partial_fit(chunk)
+        b.partial_fit(chunk)
+    assert same(a.module_, b.module_)
+
+
+@pytest.mark.parametrize("prior", ["auto", "estimate", "array"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_pickle_resumes_mid_stream(blobs, prior, optimizer):
+    X, _ = blobs
+    if prior == "array":
+        prior = np.array([0.1, 0.2, 0.3, 0.4])
+    parts = chunks(X, 4)
+    est = CCEClustering(4, prior=prior, optimizer=optimizer, **FAST)
+    est.partial_fit(parts[0]).partial_fit(parts[1])
+    resumed = pickle.loads(pickle.dumps(est))
+    for chunk in parts[2:]:
+        est.partial_fit(chunk)
+        resumed.partial_fit(chunk)
+    assert same(est.module_, resumed.module_)
+    np.testing.assert_array_equal(est.labels_, resumed.labels_)
+    np.testing.assert_array_equal(est.prior_, resumed.prior_)
+    assert est.n_steps_ == resumed.n_steps_ == sum(-(-len(c) // 50) for c in parts)
+    assert same(est._stream.tracker, resumed._stream.tracker)
+    np.testing.assert_array_equal(est.predict_proba(X), resumed.predict_proba(X))
+
+
+def test_estimated_prior_follows_imbalanced_stream():
+    X, y = make_blobs(
+        n_samples=[900, 300, 150], n_features=4, cluster_std=0.5, random_state=1, centers=None
+    )
+    X = X.astype(np.float32)
+    order = np.random.default_rng(0).permutation(len(X))
+    X, y = X[order], y[order]
+    est = CCEClustering(3, prior="estimate", **FAST)
+    for _ in range(2):
+        for chunk in chunks(X, 5):
+            est.partial_fit(chunk)
+    assert not np.allclose(est.prior_, 1 / 3)
+    np.testing.assert_allclose(np.sort(est.prior_), np.sort([900, 300, 150]) / 1350, atol=0.08)
+    assert clustering_accuracy(y, est.predict(X)) > 0.95
+
+
+def test_normalisation_is_that_of_all_rows_seen(blobs):
+    X, _ = blobs
+    X = X * np.float32(3.0) + np.float32(10.0)
+    X[700:, 0] *= 40  # a later chunk raises the scale past a power of two
+    est = CCEClustering(4, **FAST)
+    for chunk in chunks(X, 5):
+        est.partial_fit(chunk)
+    whole = fit_inputs(X, "flat")
+    assert est._inputs.scale == whole.scale
+    np.testing.assert_allclose(est._inputs.mean, whole.mean, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(est._inputs.std, whole.std, rtol=1e-12)
+
+
+def test_moments_of_one_chunk_are_fit_inputs_bit_for_bit(blobs):
+    X, _ = blobs
+    X = X.copy()
+    X[:, 2] = 5.0  # a constant feature counts 0 in the mean variance
+    ours = Moments.empty(6).merged(X).inputs()
+    theirs = fit_inputs(X, "flat")
+    assert ours.scale == theirs.scale
+    np.testing.assert_array_equal(ours.mean, theirs.mean)
+    np.testing.assert_array_equal(ours.std, theirs.std)
+
+
+@pytest.mark.parametrize("whiten", [False, True])
+def test_carry_head_keeps_predictions(whiten):
+    rng = np.random.default_rng(0)
+    d, k = 5, 3
+    A = None
+    if whiten:
+        M = rng.normal(size=(d, d))
+        A = M @ M.T / d + np.eye(d)
+    old = Inputs("flat", rng.normal(size=d), np.full(d, 2.0), 4.0, A)
+    new = Inputs("flat", rng.normal(size=d), np.full(d, 0.7), 8.0, A)
+    layer = torch.nn.Linear(d, k).double()
+    X = rng.normal(size=(20, d)) * 3
+    cpu = torch.device("cpu")
+    with torch.no_grad():
+        before = layer(old.raw(X, slice(None), cpu).double()).numpy()
+        carry_head_(layer, old, new)
+        after = layer(new.raw(X, slice(None), cpu).double()).numpy()
+    np.testing.assert_allclose(after, before, atol=1e-5)  # the inputs are float32
+
+
+def test_continues_a_fit(blobs):
+    X, y = blobs
+    est = CCEClustering(4, n_init=1, max_epochs=2, **FAST).fit(X[:800])
+    steps = getattr(est, "n_steps_", 2 * 16)
+    before = est.predict(X)
+    est.partial_fit(X[800:])
+    assert est.n_steps_ == steps + 8
+    assert est.n_iter_ == 3
+    assert clustering_accuracy(before, est.predict(X)) > 0.95
+    assert clustering_accuracy(y, est.predict(X)) > 0.95
+
+
+def test_fit_after_partial_fit_starts_afresh(blobs):
+    X, _ = blobs
+    est = CCEClustering(4, n_init=1, max_epochs=1, **FAST)
+    est.partial_fit(X[:400]).fit(X)
+    fitted = CCEClustering(4, n_init=1, max_epochs=1, **FAST).fit(X)
+    assert same(est.module_, fitted.module_)
+    est.partial_fit(X[:400])  # continues the fit, not the stale stream
+    assert est.n_iter_ == 2
+
+
+# ----- bad input: a clear ValueError, the model exactly as it was ----------------------------
+def _first(X):
+    return CCEClustering(4, **FAST)
+
+
+def _streamed(X):
+    return CCEClustering(4, prior="estimate", optimizer="adam", **FAST).partial_fit(X[:300])
+
+
+BAD_CHUNKS = {
+    "other width": (lambda X: X[:100, :-1], "features"),
+    "NaN": (lambda X: np.where(np.arange(6) == 2, np.nan, X[:100]).astype(np.float32), "NaN"),
+    "inf": (lambda X: np.where(np.arange(6) == 2, np.inf, X[:100]).astype(np.float32), "inf"),
+    "empty": (lambda X: X[:0], "0 sample"),
+}
+
+
+@pytest.mark.parametrize("start", [_first, _streamed], ids=["first call", "later call"])
+@pytest.mark.parametrize("bad", sorted(BAD_CHUNKS))
+def test_bad_chunk_leaves_model_unchanged(blobs, start, bad):
+    X, _ = blobs
+    est = start(X)
+    make, message = BAD_CHUNKS[bad]
+    chunk = make(X)
+    if bad == "other width" and start is _first:
+        pytest.skip("the first call sets the width")
+    before = snapshot(est)
+    with pytest.raises(ValueError, match=message):
+        est.partial_fit(chunk)
+    assert_unchanged(est, before)
+
+
+def test_first_chunk_fewer_rows_than_clusters(blobs):
+    X, _ = blobs
+    est = CCEClustering(4, **FAST)
+    before = snapshot(est)
+    with pytest.raises(ValueError, match=r"n_samples=3 should be >= n_clusters=4"):
+        est.partial_fit(X[:3])
+    assert_unchanged(est, before)
+    assert not hasattr(est, "n_features_in_")
+
+
+def test_first_chunk_fewer_distinct_rows_than_clusters(blobs):
+    X, _ = blobs
+    est = CCEClustering(4, **FAST)
+    before = snapshot(est)
+    with pytest.raises(ValueError, match=r"n_distinct_samples=2 should be >= n_clusters=4"):
+        est.partial_fit(np.repeat(X[:2], 50, axis=0))
+    assert_unchanged(est, before)
+
+
+@pytest.mark.parametrize("start", [_first, _streamed], ids=["first call", "later call"])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"n_clusters": "auto"}, "integer n_clusters.*search|needs an integer n_clusters"),
+        ({"model": "vgg4"}, "linear head only"),
+        ({"n_init": 3}, "one model"),
+    ],
+    ids=["n_clusters auto", "deep model", "n_init"],
+)
+def test_bad_settings_leave_model_unchanged(blobs, start, params, message):
+    X, _ = blobs
+    est = start(X).set_params(**params)
+    before = snapshot(est)
+    with pytest.raises(ValueError, match=message):
+        est.partial_fit(X[300:400])
+    assert_unchanged(est, before)
+
+
+def test_changed_n_clusters_leaves_model_unchanged(blobs):
+    X, _ = blobs
+    est = _streamed(X).set_params(n_clusters=5)
+    before = snapshot(est)
+    with pytest.raises(ValueError, match="has 4 clusters"):
+        est.partial_fit(X[300:400])
+    assert_unchanged(est, before)
+
+
+def test_diverged_pass_leaves_model_unchanged(blobs, monkeypatch):
+    X, _ = blobs
+    est = _streamed(X)
+    before = snapshot(est)
+    from skcce._engine import _stream
+
+    def diverge(*args, **kwargs):
+        raise FloatingPointError("the network's predictions became non-finite")
+
+    monkeypatch.setattr(_stream, "run_epoch", diverge)
+    with pytest.raises(FloatingPointError):
+        est.partial_fit(X[300:400])
+    assert_unchanged(est, before)
+
