@@ -37,6 +37,7 @@ from torch import nn
 
 from skcce._engine._callbacks import EpochEnd, RunResult
 from skcce._engine._inference import infer_proba
+from skcce._engine._preprocess import is_memory_mapped
 from skcce._engine._step import _forward, _scale_rows, host_probs, solve_rows
 from skcce._engine._train import make_optimizer, make_tracker
 from skcce.losses import ROW_VALUES, _kl_term, _network_loss_grad
@@ -258,11 +259,14 @@ class _Source:
 
     def tabulate(self):
         """Normalise flat X once, on the device, when the copy takes at most
-        :data:`TABLE_BYTES` (each epoch then gathers its batches from it instead of
-        normalising them again: the same numbers, the normalisation being row-wise)."""
+        :data:`TABLE_BYTES` and X is not memory-mapped (each epoch then gathers its batches
+        from it instead of normalising them again: the same numbers, the normalisation being
+        row-wise)."""
         X = self.X
         n, width = X.shape[0], int(np.prod(X.shape[1:]))
-        if self.inputs.layout == "flat" and 4 * n * width <= TABLE_BYTES:
+        small = 4 * n * width <= TABLE_BYTES
+        # a memory-mapped X is never copied whole (it may not fit in memory)
+        if self.inputs.layout == "flat" and small and not is_memory_mapped(X):
             self.table = self.inputs.raw(X, slice(None), self.device)
         return self
 

@@ -14,6 +14,26 @@ from skcce._warn import warn
 from skcce.models._defaults import is_linear
 
 
+def is_memory_mapped(X) -> bool:
+    """Whether the array ``X`` reads its values from a memory map (``np.memmap``,
+    ``np.load(..., mmap_mode=...)``, or a view of one): such data may be larger than the
+    memory, so fit only ever reads it in batches and blocks.
+
+    Examples
+    --------
+    >>> is_memory_mapped(np.zeros((2, 2)))
+    False
+    """
+    import mmap
+
+    base = X
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return True
+        base = getattr(base, "base", None)
+    return False
+
+
 @dataclass
 class Prepared:
     """What fit knows of X once it is read: its layout, one sample's shape, the normalisation."""
