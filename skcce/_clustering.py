@@ -274,7 +274,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     labels_ : ndarray of shape (n_samples,)
         Cluster of each training sample.
     n_iter_ : int
-        Epochs run by the kept restart.
+        Epochs run by the kept restart (after :meth:`partial_fit`: passes over chunks).
+    n_steps_ : int
+        Optimiser steps taken by the kept restart (one per mini-batch), or by the stream of
+        :meth:`partial_fit` calls.
     history_ : list of dict
         Per epoch of the kept restart: ``epoch``, ``loss``, ``fairness``, ``cluster_sizes``,
         ``solver_iter``, ``solver_unconverged``, ``time`` (seconds; for restarts trained
@@ -741,11 +744,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         per-feature means and one global standard deviation; the head is re-expressed so
         that its predictions do not change), runs one pass of the self-labeling loop over
         the chunk's shuffled mini-batches (``n_steps_`` counts the optimiser steps) and sets
-        ``labels_`` to the chunk's clusters. A stream trains one model: ``n_init="auto"`` is
-        1 and ``prior="auto"`` the uniform prior; ``max_epochs`` and ``checkpoint`` are not
-        used (a pickled estimator resumes the stream exactly); later changes of the
-        parameters are ignored. After ``fit`` it continues the fitted model. The linear
-        head only; a ``ValueError`` leaves the estimator as it was.
+        ``labels_`` to the chunk's clusters. A stream trains one model (``n_init="auto"``:
+        1, ``prior="auto"``: uniform) with the settings of its first call; ``max_epochs`` and
+        ``checkpoint`` are unused (a pickle resumes the stream exactly). After ``fit`` it
+        continues the fitted model. Linear head only; a ``ValueError`` changes nothing.
 
         Parameters
         ----------
@@ -946,6 +948,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.learning_rate_ = float(settings["learning_rate"])
         self.weight_decay_ = float(settings["weight_decay"])
         self.batch_size_ = int(settings["batch_size"])
+        self.n_steps_ = self.n_iter_ * -(-len(labels) // self.batch_size_)  # optimiser steps
         self.augment_ = settings["augment"]
         self.n_init_ = int(plan.n_init)
         self.n_clusters_ = int(plan.cfg.n_clusters)
