@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -24,6 +24,7 @@ from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
 from skcce._engine._inference import infer_proba
+from skcce._engine._order import first_appearance, renumber_
 from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
 from skcce._engine._restarts import run_restarts
 from skcce._engine._select import choose_restart
@@ -768,8 +769,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         (:mod:`skcce._engine._stream` trains copies)."""
         from sklearn.base import clone
 
-        from skcce._engine._distributed import Context
-        from skcce._engine._stream import Moments, Stream
+        from skcce._engine._stream import Moments, Stream, first_head
         from skcce.models._kmeans_init import n_distinct_rows
 
         if isinstance(self.n_clusters, str):
@@ -825,14 +825,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         device = resolve_device(self.device)
         cfg = self._config(k, device, (X.shape[1],), settings, 1, len(X))
         seed = int(check_random_state(self.random_state).randint(0, np.iinfo(np.int32).max))
-        used = {}
 
         def make_head(generator, X, inputs):
-            prepared = Prepared("flat", (X.shape[1],), inputs)
-            build = make_builder(self.model, k, X, prepared, Context(), device, init)
-            module = build(generator, run=0, seed=seed)
-            used["init"] = build.inits.get(0, "random")
-            return module
+            return first_head(generator, X, inputs, k, init, seed)
 
         def whitening(X, inputs):
             return self._whitening(X, k, inputs, seed, True)
@@ -844,7 +839,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             self.__dict__.pop(name, None)
         if hasattr(probe, "feature_names_in_"):
             self.feature_names_in_ = probe.feature_names_in_
-        self.init_ = self.init if used["init"] == "array" else used["init"]
+        self.init_ = self.init if done.init == "array" else done.init
         self._set_streamed(done)
         return self
 
@@ -929,8 +924,19 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         )
 
     def _set_fitted(self, plan, best, restarts, agreement):
-        """Write the fitted attributes (last: a failure before leaves no half-fitted state)."""
+        """Write the fitted attributes (last: a failure before leaves no half-fitted state).
+
+        The kept network's clusters are numbered by their first training row
+        (:mod:`skcce._engine._order`), so equal partitions get equal labels."""
+        k = plan.cfg.n_clusters
         labels = best.proba.argmax(axis=1)
+        order = first_appearance(labels, k)
+        if renumber_(best.module, order):
+            labels = np.argsort(order)[labels]
+            best = replace(best, proba=best.proba[:, order], prior=_reorder(best.prior, order))
+            for entry in best.history:
+                if len(entry.get("cluster_sizes", ())) == k:
+                    entry["cluster_sizes"] = [entry["cluster_sizes"][j] for j in order]
         self.device_ = plan.cfg.device
         self._inputs = plan.prepared.inputs
         self.input_shape_ = plan.prepared.input_shape
@@ -1098,6 +1104,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             )
             state["device_"] = device
         super().__setstate__(_upgrade_release_state(state))
+
+
+def _reorder(prior, order):
+    """A restart's prior (None: uniform) with its clusters renumbered by ``order``."""
+    return None if prior is None else np.asarray(prior)[order]
 
 
 def _upgrade_release_state(state):

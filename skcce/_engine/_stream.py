@@ -31,9 +31,23 @@ from skcce._engine._preprocess import Inputs, _power_of_two
 from skcce._engine._prior import PriorTracker
 from skcce._engine._step import Step
 from skcce._engine._train import make_optimizer, run_epoch
+from skcce.models import build_model
+from skcce.models._kmeans_init import (
+    MAX_SAMPLES,
+    head_from_centroids_,
+    inertia,
+    initial_centroids,
+)
 
 #: Values (rows x features) of one block of the statistics' float64 temporaries.
 BLOCK_VALUES = 1 << 20
+#: KMeans runs (k-means++ seeds and Lloyd) on the first chunk for a k-means head; the one of
+#: lowest inertia starts the stream, as ``KMeans(n_init=10)`` keeps its best run (a single
+#: run merged two of ten well separated blobs on some seeds, which the stream never undid) ...
+INIT_RUNS = 10
+#: ... fewer when one run's Lloyd iteration would pass this many multiply-adds (subsample
+#: rows x clusters x features): at least one.
+INIT_BUDGET = 5e8
 
 
 @dataclass
@@ -163,6 +177,43 @@ def carry_head_(layer: torch.nn.Linear, old: Inputs, new: Inputs) -> torch.nn.Li
     return layer
 
 
+def first_head(generator, X, inputs: Inputs, n_clusters: int, init, seed: int):
+    """The linear head that starts a stream, for the first chunk ``X`` and its
+    normalisation ``inputs``, and the init used (``"random"``, ``"kmeans"`` or ``"array"``).
+
+    The head is built from ``generator`` as ``fit`` builds a restart's (a random head); for
+    ``init="kmeans"`` it is then set to the soft assignment of the best (lowest inertia, on
+    the same evenly spaced rows) of :data:`INIT_RUNS` KMeans runs on the chunk
+    (:func:`skcce.models._kmeans_init.initial_centroids`, seeded from ``seed``), for an
+    array to that of these centroids (in the units of X).
+    """
+    d = X.shape[1]
+    module = build_model("linear", (d,), n_clusters, generator=generator)
+    if isinstance(init, str) and init == "random":
+        return module, "random"
+    cpu = torch.device("cpu")
+
+    def fetch(idx):
+        return inputs.raw(X, idx, cpu).numpy()
+
+    n = X.shape[0]
+    if not isinstance(init, str):  # the user's centroids, normalised
+        centroids = inputs.raw(np.asarray(init), slice(None), cpu).double().numpy()
+        head_from_centroids_(module, *initial_centroids(fetch, n, n_clusters, centroids, seed))
+        return module, "array"
+    m = min(n, max(MAX_SAMPLES, 100 * n_clusters))
+    runs = int(np.clip(INIT_BUDGET // (m * n_clusters * d), 1, INIT_RUNS))
+    rows = fetch(np.linspace(0, n - 1, min(n, MAX_SAMPLES)).astype(np.intp))
+    best, best_inertia = None, np.inf
+    for run_seed in np.random.default_rng(seed).integers(2**31 - 1, size=runs):
+        result = initial_centroids(fetch, n, n_clusters, "kmeans", int(run_seed))
+        value = inertia(rows, result[0])
+        if value < best_inertia:  # ties: the first
+            best, best_inertia = result, value
+    head_from_centroids_(module, *best)
+    return module, "kmeans"
+
+
 def fingerprint(module: torch.nn.Module) -> str:
     """A digest of the module's parameters and buffers (to tell whether the estimator's
     ``module_`` is still the one the stream trained last)."""
@@ -176,13 +227,15 @@ def fingerprint(module: torch.nn.Module) -> str:
 @dataclass
 class Pass:
     """What one ``partial_fit`` call made: the new stream, the trained module, the chunk's
-    normalisation, its soft assignments and the pass's history entry."""
+    normalisation, its soft assignments, the pass's history entry and, on a first call, the
+    head's start ("random", "kmeans" or "array")."""
 
     stream: Stream
     module: torch.nn.Module
     inputs: Inputs
     proba: np.ndarray
     history: dict
+    init: str | None = None
 
 
 class Stream:
@@ -250,8 +303,8 @@ class Stream:
         module : torch.nn.Linear, optional
             The head so far (not changed: a copy is trained); None on the first call.
         make_head : callable, optional
-            First call: ``make_head(generator, X, inputs) -> nn.Linear``, the initial head
-            for the chunk's normalisation ``inputs``.
+            First call: ``make_head(generator, X, inputs) -> (nn.Linear, init used)``, the
+            initial head for the chunk's normalisation ``inputs`` (:func:`first_head`).
         whitening : callable, optional
             First call with ``whiten``: ``whitening(X, inputs) -> ndarray``, the map.
 
@@ -273,14 +326,15 @@ class Stream:
             if whitening is not None:
                 new.whiten = whitening(X, new.moments.inputs())
             inputs = new.inputs()
-            module = make_head(generator, X, inputs)
+            module, init_used = make_head(generator, X, inputs)
         else:
+            init_used = None
             inputs = new.inputs()
             module = carry_head_(copy.deepcopy(module), self.inputs(), inputs)
         entry = new._train(module, X, inputs, generator)
         proba = infer_proba(module, X, inputs, new.cfg.device)
         new.fingerprint = fingerprint(module)
-        return Pass(new, module, inputs, proba, entry)
+        return Pass(new, module, inputs, proba, entry, init_used)
 
     def _train(self, module, X, inputs, generator) -> dict:
         """One pass of the train step over ``X`` (this stream is the call's copy)."""
