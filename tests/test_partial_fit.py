@@ -234,6 +234,24 @@ def test_carry_head_keeps_predictions(whiten):
     np.testing.assert_allclose(after, before, atol=1e-5)  # the inputs are float32
 
 
+def test_whiten_map_of_the_first_chunk(blobs):
+    X, y = blobs
+    est = CCEClustering(4, whiten=True, **FAST).partial_fit(X[:400])
+    first = est.whitening_.copy()
+    assert first.shape == (6, 6)
+    before = est.predict_proba(X)
+    stream = copy.deepcopy(est._stream)
+    new = stream.moments.merged(X[400:800]).inputs(stream.whiten)
+    layer = carry_head_(copy.deepcopy(est.module_), est._inputs, new)
+    cpu = torch.device("cpu")
+    with torch.no_grad():  # the head re-expressed for the next normalisation: same outputs
+        carried = torch.softmax(layer(new.batch(X, slice(None), cpu)).double(), dim=1).numpy()
+    np.testing.assert_allclose(carried, before, atol=1e-4)
+    est.partial_fit(X[400:800]).partial_fit(X[800:])
+    np.testing.assert_array_equal(est.whitening_, first)  # estimated once, then fixed
+    assert clustering_accuracy(y, est.predict(X)) > 0.95
+
+
 def test_continues_a_fit(blobs):
     X, y = blobs
     est = CCEClustering(4, n_init=1, max_epochs=2, **FAST).fit(X[:800])
@@ -349,3 +367,23 @@ def test_diverged_pass_leaves_model_unchanged(blobs, monkeypatch):
         est.partial_fit(X[300:400])
     assert_unchanged(est, before)
 
+
+
+def test_stream_of_a_gpu_model_loads_where_its_device_is_missing(blobs, monkeypatch):
+    # the stream's settings and optimiser state travel with their device as a string and
+    # load on the CPU when that device is missing (as module_ does)
+    from skcce._engine import _device
+
+    X, _ = blobs
+    est = CCEClustering(4, optimizer="adam", **FAST).partial_fit(X[:300])
+    est._stream.cfg.device = torch.device("cuda", 0)  # as if trained there (never used)
+    monkeypatch.setattr(_device.torch.cuda, "is_available", lambda: False)
+    state = pickle.dumps(est._stream)
+    loaded = pickle.loads(state)
+    assert loaded.cfg.device == torch.device("cpu")
+    assert all(
+        value.device.type == "cpu"
+        for entry in loaded.optimizer_state["state"].values()
+        for value in entry.values()
+        if isinstance(value, torch.Tensor)
+    )
