@@ -734,6 +734,11 @@ def report(records, machine, plotted, spread, min_size):
                 "; ".join(f"{r['dataset']} n={r['n']:,} d={r['d']} K={r['k']} "
                           f"{LABELS[r['method']]} ({_RAN[r['status']]})" for r in limit)
                 + ".", ""]
+    missing = missing_cells(records)
+    if missing:
+        out += ["### Cells of the grid not run yet", "",
+                "Not reached within the time given to these records (CPU, default threads); "
+                "`--resume` runs them.", "", missing_table(missing), ""]
     failed = sorted((r for r in recs if r["status"] == "error"), key=_sort_key)
     if failed:
         out += ["### Cells that failed", ""]
@@ -769,6 +774,29 @@ _STATUS_WORDS = {
     "absent": "data absent",
     "error": "failed",
 }
+
+
+def missing_cells(records):
+    """The cells of the whole grid (CPU, default threads, every method, both mixtures and
+    Fashion-MNIST) that have no record, grouped: ``[(dataset, n, d, K, [methods])]``."""
+    have = {cell_key(r) for r in records.values()}
+    out = []
+    shapes = [(ds, n, d, k) for ds in DATASETS for n in GRID["n"] for d in GRID["d"]
+              for k in GRID["k"]] + [(FASHION, *FASHION_SHAPE, FASHION_K)]
+    for ds, n, d, k in shapes:
+        missing = [m for m in METHODS if cell_key(dict(dataset=ds, n=n, d=d, k=k, method=m,
+                                                       device="cpu", threads=None)) not in have]
+        if missing:
+            out.append((ds, n, d, k, missing))
+    return out
+
+
+def missing_table(rows):
+    lines = ["| data | n | d | K | methods not run |", "|---|---|---|---|---|"]
+    for ds, n, d, k, methods in rows:
+        names = "all" if len(methods) == len(METHODS) else ", ".join(LABELS[m] for m in methods)
+        lines.append(f"| {ds} | {n:,} | {d} | {k} | {names} |")
+    return "\n".join(lines)
 
 
 def ensure_page(path):

@@ -74,3 +74,31 @@ def test_cells_past_the_limit_make_larger_cells_inferred():
     assert bench_scale.dominated_by_timeout(bigger, records, 600.0) is None  # longer limit
     assert bench_scale.dominated_by_timeout(dict(cell, k=100), records, 300.0) is None
     assert bench_scale.dominated_by_timeout(dict(bigger, method="kmeans"), records, 300) is None
+
+
+def test_report_shows_ratios_limits_unavailable_rows_and_cells_not_run():
+    def rec(method, status="ok", **kw):
+        cell = dict(dataset="balanced", n=10_000, d=64, k=10, method=method, device="cpu",
+                    threads=None, seed=0, spread=0.5, min_size=5)
+        out = dict(cell, key=bench_scale.cell_key(cell), status=status, command="python x",
+                   when="2026-01-01T00:00:00")
+        if status == "ok":
+            out.update(time_s=1.0, cpu_s=1.0, acc=0.9, nmi=0.8, n_empty=0, peak_rss_mib=300.0,
+                       peak_minus_data_mib=10.0)
+        out.update(kw)
+        return out
+
+    records = {r["key"]: r for r in [
+        rec("kmeans", time_s=2.0),
+        rec("cce_fit", acc=0.95),
+        rec("cce_partial", status="na", note="CCEClustering has no partial_fit"),
+        rec("faiss", status="timeout", limit_s=240.0),
+    ]}
+    text = bench_scale.report(records, ["- machine"], None, 0.5, 5)
+    row = "| 10,000 | 64 | 10 | CCEClustering.fit | cpu | default | 1 | 1 | 0.50 | 0.950 | +0.050 |"
+    assert row in text
+    assert "not available" in text and "> 240 (limit)" in text
+    assert "Cells of the grid not run yet" in text
+    assert "| balanced | 1,000,000 | 256 | 1000 | all |" in text
+    missing = bench_scale.missing_cells(records)
+    assert ("balanced", 10_000, 64, 10, ["minibatch", "minibatch_partial"]) in missing
