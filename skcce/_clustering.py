@@ -796,6 +796,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                     f"n_clusters={k}, but the model being updated has {self.n_clusters_} "
                     "clusters: a stream keeps its K (fit, or partial_fit a clone, to change it)"
                 )
+            if type(self.module_) is not torch.nn.Linear or self._inputs.layout != "flat":
+                raise ValueError(
+                    "partial_fit continues the linear head only; this model was fitted with "
+                    "another network: fit it again"
+                )
             stream = getattr(self, "_stream", None)
             if stream is None or not stream.matches(self.module_):  # continue a fit
                 stream = self._stream_of_fit(Moments, Stream, k)

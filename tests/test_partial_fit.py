@@ -387,3 +387,13 @@ def test_stream_of_a_gpu_model_loads_where_its_device_is_missing(blobs, monkeypa
         for value in entry.values()
         if isinstance(value, torch.Tensor)
     )
+
+
+def test_another_network_is_not_continued(blobs):
+    X, _ = blobs
+    est = _streamed(X)
+    est.module_ = torch.nn.Sequential(est.module_)  # as a fit of another model leaves it
+    before = snapshot(est)
+    with pytest.raises(ValueError, match="linear head only"):
+        est.partial_fit(X[300:400])
+    assert_unchanged(est, before)
