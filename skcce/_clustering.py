@@ -876,8 +876,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.history_ = [done.history]
         self.n_iter_ = stream.n_passes
         self.n_steps_ = stream.n_steps
-        self.labels_ = done.proba.argmax(axis=1)
-        self.train_score_ = mutual_information(done.proba)
+        self.labels_ = done.labels
+        self.train_score_ = done.score
         self.whitening_ = None if inputs.whiten is None else inputs.whiten.copy()
         self.optimizer_ = cfg.optimizer
         self.learning_rate_ = float(cfg.learning_rate)
@@ -932,11 +932,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         """Write the fitted attributes (last: a failure before leaves no half-fitted state).
 
         The kept network's clusters are numbered by their first training row
-        (:mod:`skcce._engine._order`), so equal partitions get equal labels."""
+        (:mod:`skcce._engine._order`), so equal partitions get equal labels; with ``init``
+        centroids they keep the centroids' order."""
         k = plan.cfg.n_clusters
         labels = best.proba.argmax(axis=1)
         order = first_appearance(labels, k)
-        if renumber_(best.module, order):
+        centroids = plan.build.inits.get(best.run) == "array"
+        if not centroids and renumber_(best.module, order):
             labels = np.argsort(order)[labels]
             best = replace(best, proba=best.proba[:, order], prior=_reorder(best.prior, order))
             for entry in best.history:

@@ -167,3 +167,27 @@ def test_partial_fit_on_memmap_chunks_equals_in_memory(small_npy):
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_array_equal(a.predict_proba(mapped), b.predict_proba(X))
     assert a.n_steps_ == b.n_steps_ == 3 * 2
+
+
+def test_labels_and_score_without_an_n_by_k_array():
+    # partial_fit's labels_ and train_score_ come from spans of the rows: with many clusters
+    # no (n_samples, n_clusters) array is made
+    import tracemalloc
+
+    from skcce._engine._inference import infer_labels, infer_proba
+    from skcce._engine._preprocess import fit_inputs
+    from skcce.metrics import mutual_information
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60_000, 4)).astype(np.float32)
+    inputs = fit_inputs(X, "flat")
+    head = torch.nn.Linear(4, 300)
+    cpu = torch.device("cpu")
+    proba = infer_proba(head, X, inputs, cpu)
+    tracemalloc.start()
+    labels, score = infer_labels(head, X, inputs, cpu)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    np.testing.assert_array_equal(labels, proba.argmax(axis=1))
+    np.testing.assert_allclose(score, mutual_information(proba), rtol=1e-12)
+    assert peak < proba.nbytes / 2  # 144 MB of probabilities; spans of at most 64 MB

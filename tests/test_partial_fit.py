@@ -77,6 +77,7 @@ def test_first_call_initialises_and_sets_attributes(blobs):
     assert est.n_init_ == 1 and est.n_clusters_ == 4
     np.testing.assert_array_equal(est.prior_, np.full(4, 0.25))  # prior="auto": uniform
     np.testing.assert_array_equal(est.predict(first), est.labels_)
+    assert est.train_score_ == est.score(first)  # the chunk's, bit for bit
     est.partial_fit(X[300:470])
     assert est.labels_.shape == (170,)  # the last chunk's, as MiniBatchKMeans
     assert est.n_steps_ == 6 + 4 and est.n_iter_ == 2

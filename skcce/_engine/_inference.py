@@ -48,6 +48,34 @@ def infer_proba(
     return out
 
 
+def infer_labels(module, X, inputs: Inputs, device, layout=None) -> tuple[np.ndarray, float]:
+    """``(labels, score)``: the cluster of each row of X (the argmax of :func:`infer_proba`)
+    and the label-free mutual information of the soft assignments
+    (:func:`skcce.metrics.mutual_information`), without an (N, K) array.
+
+    The rows are predicted in spans of at most 64 MB of float64 probabilities (65 536 rows up
+    to 128 clusters: then the score is that of the whole array bit for bit, the metric summing
+    in blocks of as many rows); only the labels grow with N.
+    """
+    from scipy.special import xlogy
+
+    n = X.shape[0]
+    labels = np.empty(n, dtype=np.int64)
+    k = module.out_features if isinstance(module, torch.nn.Linear) else None
+    span = 65536 if k is None or k <= 128 else max(1024, (1 << 23) // k)
+    col, h_rows = None, 0.0
+    for start in range(0, n, span):
+        proba = infer_proba(module, X[start : start + span], inputs, device, layout)
+        labels[start : start + len(proba)] = proba.argmax(axis=1)
+        col = proba.sum(axis=0) if col is None else col + proba.sum(axis=0)
+        h_rows -= float(xlogy(proba, proba, out=proba).sum())  # in place: no second span
+        del proba  # before the next span is made
+    if col is None:
+        return labels, 0.0
+    mean = col / n
+    return labels, float(-float(xlogy(mean, mean).sum()) - h_rows / n)
+
+
 def infer_proba_sharded(module, X, inputs: Inputs, device, ctx, n_clusters) -> np.ndarray:
     """:func:`infer_proba` on the training data, the same array on every rank.
 

@@ -26,7 +26,7 @@ import torch
 
 from skcce._engine._device import loadable_device
 from skcce._engine._distributed import Context
-from skcce._engine._inference import infer_proba
+from skcce._engine._inference import infer_labels
 from skcce._engine._preprocess import Inputs, _power_of_two
 from skcce._engine._prior import PriorTracker
 from skcce._engine._step import Step
@@ -227,13 +227,15 @@ def fingerprint(module: torch.nn.Module) -> str:
 @dataclass
 class Pass:
     """What one ``partial_fit`` call made: the new stream, the trained module, the chunk's
-    normalisation, its soft assignments, the pass's history entry and, on a first call, the
-    head's start ("random", "kmeans" or "array")."""
+    normalisation, its clusters and their label-free score (no (N, K) array is kept), the
+    pass's history entry and, on a first call, the head's start ("random", "kmeans" or
+    "array")."""
 
     stream: Stream
     module: torch.nn.Module
     inputs: Inputs
-    proba: np.ndarray
+    labels: np.ndarray
+    score: float
     history: dict
     init: str | None = None
 
@@ -332,9 +334,9 @@ class Stream:
             inputs = new.inputs()
             module = carry_head_(copy.deepcopy(module), self.inputs(), inputs)
         entry = new._train(module, X, inputs, generator)
-        proba = infer_proba(module, X, inputs, new.cfg.device)
+        labels, score = infer_labels(module, X, inputs, new.cfg.device)
         new.fingerprint = fingerprint(module)
-        return Pass(new, module, inputs, proba, entry, init_used)
+        return Pass(new, module, inputs, labels, score, entry, init_used)
 
     def _train(self, module, X, inputs, generator) -> dict:
         """One pass of the train step over ``X`` (this stream is the call's copy)."""
