@@ -6,7 +6,8 @@ training run: the epoch loop; ``_step``: the train step), ``_batched`` (the line
 restarts trained together; ``_fused``: their collision loss and gradient in one compiled
 pass), ``_select`` (the choice of the kept restart), ``_inference`` (soft assignments,
 sharded under data parallelism), ``_callbacks`` (the callback protocol, progress bar),
-``_checkpoint`` (checkpoint callback and resume),
+``_checkpoint`` (checkpoint callback and resume), ``_stream`` (what a stream of
+``partial_fit`` calls carries from one call to the next),
 ``_distributed`` (data-parallel context), ``_device`` (the device resolver), ``_io``
 (atomic writes), ``_threads`` (scoped thread counts). Nothing here validates user input or
 imports an estimator. The names below are imported on first access (PEP 562), so that light
