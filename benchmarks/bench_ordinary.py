@@ -83,6 +83,8 @@ CANDIDATES = {
     "whiten=0.75": {"whiten": 0.75},  # part-way: the covariance to the power -3/8
     "n_init=1": {"n_init": 1},  # n_init="auto" on the large sets before they got ten restarts
     "one kind": {"init": "random", "prior": None},  # ten random-head, uniform-prior restarts
+    "kmeans heads": {"init": "kmeans"},  # every restart from its own KMeans run, prior "auto"
+    "kmeans+uniform": {"init": "kmeans", "prior": None},  # own KMeans runs, uniform prior
 }
 
 

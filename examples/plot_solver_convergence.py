@@ -116,7 +116,7 @@ plt.show()
 # iterations, projected gradient in a few dozen, and the paper's EM decreases the objective
 # slowly at λ = 100: at the end of its few-second budget (hundreds of iterations, printed
 # above) its relative gap is still orders of magnitude above what the other two reach in
-# milliseconds. This is why ``CCEClustering(solver="auto")`` uses
+# milliseconds. This is why ``CCEClustering()`` (``solver_options={"method": "auto"}``) uses
 # Newton for the collision loss. Times depend on the machine and its load (the docs build
 # shares its cores); ``benchmarks/bench_solvers.py`` measures the solvers on many batches
 # and writes ``docs/benchmarks.md``.

@@ -39,15 +39,21 @@ import math
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.base import clone
+from sklearn.utils import check_random_state
 
+from skcce._engine._device import resolve_device
+from skcce._engine._distributed import resolve as resolve_distributed
 from skcce._engine._select import MIN_CONSENSUS
 from skcce._engine._threads import thread_limit
 from skcce._warn import collected, warn
 from skcce.models import _defaults
+from skcce.models._kmeans_init import n_distinct_rows
 
 #: Restarts per candidate K (the consensus rule needs three).
 MIN_RESTARTS = MIN_CONSENSUS
@@ -107,6 +113,18 @@ MIN_SEARCH_STEPS = 40
 
 class NoStructureWarning(UserWarning):
     """``n_clusters="auto"`` found no number of clusters that stands out."""
+
+
+def supported_max(n_samples: int) -> int:
+    """The largest K that ``n_samples`` rows support: :math:`\\lfloor\\sqrt{n/2}\\rfloor`
+    (at least 1), the classical rule of thumb for the number of clusters of n points.
+
+    Examples
+    --------
+    >>> supported_max(150), supported_max(1797), supported_max(10)
+    (8, 29, 2)
+    """
+    return max(1, math.isqrt(int(n_samples) // 2))
 
 
 def check_range(n_clusters_range, count_distinct) -> tuple[int, int]:
@@ -306,14 +324,6 @@ def score_of(fitted) -> float:
     )
 
 
-def replay(caught) -> None:
-    """Show the warnings ``caught`` (``(message, category)`` pairs, :func:`fit_all`) from the
-    kept candidate's fit (the others' are dropped: an empty cluster at a K that was not
-    chosen is the search working, not news)."""
-    for message, category in caught:
-        warn(message, category)
-
-
 def search_workers(n_threads, linear: bool, on_cpu: bool, distributed: bool, verbose) -> int:
     """How many candidates of the search are fitted at once.
 
@@ -385,3 +395,96 @@ def choose(scores: dict, low: int):
         NoStructureWarning,
     )
     return k
+
+
+@dataclass(frozen=True)
+class Search:
+    """What a search found: the chosen ``k``, the criterion of every K tried (``scores``)
+    and the restarts behind each criterion (``restarts``)."""
+
+    k: int
+    scores: dict
+    restarts: dict
+
+
+def check_search_params(estimator) -> None:
+    """A ``ValueError`` for parameters that fix the number of clusters (a prior array,
+    init centroids) or a positive ``whiten`` without the linear head, before any fit."""
+    if not (estimator.prior is None or isinstance(estimator.prior, str)):
+        raise ValueError(
+            "n_clusters='auto' cannot take a prior array: its length fixes the number of "
+            "clusters (use prior='auto', 'estimate' or None, or an integer n_clusters)"
+        )
+    if not isinstance(estimator.init, str):
+        raise ValueError(
+            "n_clusters='auto' cannot take init centroids: their number fixes the number "
+            "of clusters (use init='auto', 'kmeans' or 'random', or an integer n_clusters)"
+        )
+    if float(estimator.whiten) > 0 and not _defaults.is_linear(estimator.model):
+        raise ValueError(
+            f"whiten={estimator.whiten!r} needs the linear head (model='linear'); "
+            f"got model={estimator.model!r}"
+        )
+
+
+def search(estimator, X) -> Search:
+    """Choose K for ``estimator`` (a ``CCEClustering`` with ``n_clusters="auto"``) on the
+    validated ``X``.
+
+    Every K of ``n_clusters_range`` (its upper end clipped to the distinct rows and to
+    :func:`supported_max`) is fitted by a clone of ``estimator`` with that K, the search's
+    restarts and epochs (:func:`restarts`, :func:`search_epochs`), without whitening, on at
+    most :data:`SEARCH_ROWS` rows; the chosen K is the best :func:`criterion`
+    (:func:`choose`). The caller then fits the chosen K on all the rows.
+    """
+    rows = X.reshape(len(X), -1)  # distinct rows (images) bound K
+    low, high = check_range(estimator.n_clusters_range, lambda stop: n_distinct_rows(rows, stop))
+    high = max(min(high, supported_max(len(X))), min(low, high))
+    if high < 2:  # a range of K = 1 alone: nothing to compare
+        return Search(1, {}, {})
+    n_init = restarts(estimator.n_init, estimator.model)
+    if len(X) > SEARCH_ROWS:
+        rng = check_random_state(estimator.random_state)
+        X = X[np.sort(rng.choice(len(X), SEARCH_ROWS, replace=False))]
+    epochs = search_epochs(estimator.max_epochs, len(X), estimator.batch_size, estimator.model)
+    workers = search_workers(
+        estimator.n_threads,
+        _defaults.is_linear(estimator.model),
+        resolve_device(estimator.device).type == "cpu",
+        resolve_distributed(estimator.distributed).active,
+        estimator.verbose,
+    )
+    # candidates: plain geometry (a positive whiten applies to the chosen K's fit); on several
+    # threads each candidate runs single-threaded, its solver too
+    fixed = {"max_epochs": epochs, "whiten": False, **({"n_threads": 1} if workers > 1 else {})}
+
+    def fit_one(k, n_restarts=n_init, tag=".search"):
+        candidate = clone(estimator).set_params(
+            n_clusters=k,
+            n_init=n_restarts,
+            checkpoint=candidate_path(estimator.checkpoint, k, tag),
+            **fixed,
+        )
+        return candidate.fit(X)
+
+    def report(k, note=""):
+        if estimator.verbose:
+            print(f"n_clusters={k}: criterion {scores[k]:.3f}{note}", flush=True)
+
+    ks, scores, restarts_of = list(range(max(low, 2), high + 1)), {}, {}
+    screen = screening(n_init, len(ks))
+    todo = ks
+    if screen is not None:
+        fitted = fit_all(lambda k: fit_one(k, screen, ".search.screen"), ks, workers)
+        for k, (candidate, _) in zip(ks, fitted, strict=True):
+            scores[k], restarts_of[k] = score_of(candidate), screen
+            report(k, f" (screening, {screen} restarts)")
+        todo = shortlist(scores)
+    while todo:
+        for k, (candidate, _) in zip(todo, fit_all(fit_one, todo, workers), strict=True):
+            scores[k], restarts_of[k] = score_of(candidate), n_init
+            report(k)
+        top = best_k(scores)
+        # the curve's best always has all restarts (screening uses fewer than n_init)
+        todo = [] if restarts_of[top] == n_init else [top]
+    return Search(choose(scores, low), scores, restarts_of)

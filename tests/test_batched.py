@@ -185,8 +185,8 @@ def test_sklearn_callbacks_see_every_epoch_of_every_restart(data, monkeypatch):
 
     real = clustering.CCEClustering._callbacks
 
-    def with_spy(self, X, plan):
-        callbacks, resume = real(self, X, plan)
+    def with_spy(self, X, plan, checkpoint):
+        callbacks, resume = real(self, X, plan, checkpoint)
         return [*callbacks, Spy()], resume
 
     monkeypatch.setattr(clustering.CCEClustering, "_callbacks", with_spy)

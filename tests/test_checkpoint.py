@@ -107,14 +107,15 @@ def test_finished_checkpoint_loads_without_training(blobs, tmp_path):
         torch.testing.assert_close(_weights(again)[key], value, rtol=0, atol=0)
 
 
-def test_checkpoint_resumes_across_the_solver_parameter_rename(blobs, tmp_path):
+def test_checkpoint_records_the_resolved_solver_options(blobs, tmp_path):
     ckpt = tmp_path / "fit.ckpt"
-    with pytest.warns(FutureWarning, match="em_max_iter"):
-        first = CCEClustering(**FAST, em_max_iter=50, checkpoint=str(ckpt)).fit(blobs)
-    again = CCEClustering(**FAST, solver_max_iter=50, checkpoint=str(ckpt)).fit(blobs)
+    first = CCEClustering(**FAST, solver_options={"max_iter": 50}, checkpoint=str(ckpt)).fit(blobs)
+    again = CCEClustering(
+        **FAST, solver_options={"max_iter": 50, "method": "auto"}, checkpoint=str(ckpt)
+    ).fit(blobs)
     np.testing.assert_array_equal(again.labels_, first.labels_)
     with pytest.raises(CheckpointMismatchError, match="solver_max_iter=50 in the checkpoint"):
-        CCEClustering(**FAST, solver_max_iter=60, checkpoint=str(ckpt)).fit(blobs)
+        CCEClustering(**FAST, solver_options={"max_iter": 60}, checkpoint=str(ckpt)).fit(blobs)
 
 
 def test_checkpoint_contents(blobs, tmp_path):

@@ -113,3 +113,37 @@ def test_tolerance_holds_under_another_summation_order():
         z += b
         proba = torch.softmax(z.double(), dim=1).numpy()
         assert_proba_within_float32(proba, EXPECTED_PROBA, float32_logit_bound(model, X))
+
+
+RELEASE_PICKLE = Path(__file__).parent / "data" / "cce_release_digits.pkl"
+# predict_proba of a model pickled by the 0.1.0 release as shipped (the parameters before
+# solver_options: CCEClustering(n_clusters=3, max_epochs=2, random_state=0, n_init=1,
+# solver_tol=1e-6) fitted on load_digits().data[:300]), on load_digits().data[1000:1008]
+RELEASE_PROBA = np.array(
+    [
+        [0.12031367883220306, 0.08342903154062097, 0.7962572896271759],
+        [0.009298995561581236, 0.09088332755147777, 0.899817676886941],
+        [0.01924918706584215, 0.9767966547008092, 0.003954158233348734],
+        [0.8702065617196729, 0.06354691738107057, 0.06624652089925663],
+        [0.24589974031680994, 0.025855224955671413, 0.7282450347275187],
+        [0.008431167907809997, 0.9888712997399126, 0.002697532352277385],
+        [0.611797850519192, 0.1883793586047346, 0.19982279087607352],
+        [0.004358282364608645, 0.9925493376976661, 0.003092379937725244],
+    ]
+)
+
+
+def test_release_pickle_loads_with_solver_options_and_refits():
+    with open(RELEASE_PICKLE, "rb") as fh:
+        model = pickle.load(fh)
+    X = load_digits().data[1000:1008]
+    bound = float32_logit_bound(model, X)
+    assert_proba_within_float32(model.predict_proba(X), RELEASE_PROBA, bound)
+    params = model.get_params()
+    assert params["solver_options"] == {"tol": 1e-6}  # solver_tol=1e-6 carried over
+    assert not {"solver", "solver_tol", "solver_max_iter", "em_tol", "em_max_iter"} & set(params)
+    # the loaded estimator is a valid one: it clones and fits again
+    from sklearn.base import clone
+
+    refit = clone(model).set_params(max_epochs=1).fit(load_digits().data[:200])
+    assert refit.labels_.shape == (200,)

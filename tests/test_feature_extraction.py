@@ -436,7 +436,9 @@ def _cluster_params(CCEClustering):
     """Small, fast settings for whatever training knobs CCEClustering has."""
     params = {"random_state": 0}
     names = CCEClustering().get_params()
-    small = [("max_epochs", 2), ("batch_size", 32), ("solver_max_iter", 5), ("solver_tol", 1e-3)]
+    small = [
+        ("max_epochs", 2), ("batch_size", 32), ("solver_options", {"max_iter": 5, "tol": 1e-3})
+    ]  # fmt: skip
     for name, value in small:
         if name in names:
             params[name] = value

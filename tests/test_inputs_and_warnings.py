@@ -138,12 +138,6 @@ def test_warnings_point_at_the_caller_through_a_pipeline_and_a_search():
     assert ours and all(w.filename == __file__ for w in ours)
 
 
-def test_deprecated_name_warning_points_at_the_caller(blobs):
-    with pytest.warns(FutureWarning) as records:
-        CCEClustering(n_clusters=3, em_tol=1e-4, **FAST).fit(blobs)
-    assert all(w.filename == __file__ for w in records)
-
-
 # ----- the empty-cluster advice ------------------------------------------------------------
 def _message(**kwargs):
     X, _ = _collapsing()

@@ -262,9 +262,10 @@ def test_auto_shortened_search_then_the_whole_training_of_the_chosen_k(monkeypat
     ckpt = tmp_path / "run.pt"
     est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 5), max_epochs=4,
                         random_state=0, checkpoint=ckpt).fit(X)  # fmt: skip
-    # the candidates with half the epochs, then the chosen K with all of them
-    assert [e for k, e, n in seen[1:-1]] == [2] * 4
-    assert seen[-1] == (est.n_clusters_, 4, len(X))
+    # the candidates with half the epochs (the outer call first), then the chosen K with
+    # all of them, inside the outer call
+    assert seen[0] == ("auto", 4, len(X))
+    assert [e for k, e, n in seen[1:]] == [2] * 4
     assert est.n_clusters_ == 4 and adjusted_rand_score(y, est.labels_) > 0.95
     assert [h["epoch"] for h in est.history_][-1] == 3  # the final fit's whole training
     direct = CCEClustering(n_clusters=4, max_epochs=4, random_state=0).fit(X)
@@ -272,6 +273,7 @@ def test_auto_shortened_search_then_the_whole_training_of_the_chosen_k(monkeypat
     names = sorted(p.name for p in tmp_path.glob("run.k*.pt"))
     assert names == ["run.k2.search.pt", "run.k3.search.pt", "run.k4.pt", "run.k4.search.pt",
                      "run.k5.search.pt"]  # fmt: skip
+    assert est.get_params()["checkpoint"] == ckpt  # public parameters untouched
 
 
 def test_auto_searches_a_sample_of_large_data(monkeypatch, tmp_path):
@@ -288,15 +290,15 @@ def test_auto_searches_a_sample_of_large_data(monkeypatch, tmp_path):
     ckpt = tmp_path / "run.pt"
     est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 5), random_state=0,
                         checkpoint=ckpt).fit(X)  # fmt: skip
-    # the candidates on half the rows, then the chosen K on all of them
-    assert [n for k, n in seen[1:-1]] == [len(X) // 2] * 4
-    assert seen[-1] == (est.n_clusters_, len(X))
+    # the candidates on half the rows, then (inside the outer call) the chosen K on all
+    assert seen[0] == ("auto", len(X))
+    assert [n for k, n in seen[1:]] == [len(X) // 2] * 4
     assert sorted(est.n_clusters_scores_) == [2, 3, 4, 5]
     assert est.n_clusters_ == 4 and len(est.labels_) == len(X)
     assert adjusted_rand_score(y, est.labels_) > 0.95
     direct = CCEClustering(n_clusters=4, random_state=0).fit(X)  # the same as a direct fit
     np.testing.assert_array_equal(direct.labels_, est.labels_)
-    assert (tmp_path / "run.k4.pt").exists() and (tmp_path / "run.k4.sample.pt").exists()
+    assert (tmp_path / "run.k4.pt").exists() and (tmp_path / "run.k4.search.pt").exists()
 
 
 # ----------------------------------------------------------------------------- threads
@@ -348,7 +350,8 @@ def test_auto_search_on_threads_equals_the_search_one_at_a_time(monkeypatch):
     state = torch.random.get_rng_state()
     together = CCEClustering(n_threads=3, **params).fit(X)
     assert torch.equal(torch.random.get_rng_state(), state)  # no thread touched it
-    # the candidates ran single-threaded on several threads, the final fit with n_threads=3
+    # the candidates ran single-threaded on several threads, the search's own call (and the
+    # final fit inside it) with n_threads=3
     assert len({t for n, t in threads if n == 1}) > 1 and (3, threading.get_ident()) in threads
     assert together.n_clusters_scores_ == alone.n_clusters_scores_
     np.testing.assert_array_equal(together.labels_, alone.labels_)
@@ -410,9 +413,8 @@ def test_auto_screens_a_long_range_then_fits_the_best_with_every_restart(
     calls = seen[1:]  # seen[0]: the "auto" fit itself
     assert sorted(k for k, n in calls[: len(ks)]) == ks
     assert {n for k, n in calls[: len(ks)]} == {screen}
-    full = [k for k, n in calls[len(ks) : -1]]
-    assert {n for k, n in calls[len(ks) : -1]} == {10} and len(full) >= keep
-    assert calls[-1] == (est.n_clusters_, "auto")  # the chosen K as a direct fit
+    full = [k for k, n in calls[len(ks) :]]  # the chosen K's fit is inside the outer call
+    assert {n for k, n in calls[len(ks) :]} == {10} and len(full) >= keep
     curve = est.n_clusters_scores_
     assert sorted(curve) == ks
     assert est.n_clusters_ == 4 == max(curve, key=curve.get) and 4 in full
@@ -453,7 +455,7 @@ def test_auto_fits_fully_a_screened_k_that_beats_every_fully_fitted_one(monkeypa
     seen = _spy_fits(monkeypatch)
     est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 10), max_epochs=2,
                         random_state=0).fit(X)  # fmt: skip
-    full = sorted(k for k, n in seen[1:-1] if n == 10)  # threads: any order within a pass
+    full = sorted(k for k, n in seen[1:] if n == 10)  # threads: any order within a pass
     assert full == [2, 3, 4, 5, 6]
     assert est.n_clusters_ == 6 and est.n_clusters_scores_[6] == 0.55
     assert est.n_clusters_scores_[7] == 0.1  # screened out, its screening criterion kept

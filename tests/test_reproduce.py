@@ -215,7 +215,7 @@ def test_digits_end_to_end_writes_json_with_all_methods(capsys, tmp_path):
         assert m["mean"] == m["accuracy"][0] and m["std"] == 0.0
         assert "paper_mean" not in m  # digits is not in the paper
     sela = doc["methods"][-1]["params"]
-    assert sela["solver"] == "sinkhorn" and sela["lam"] == reproduce.SELA_LAMBDA
+    assert sela["solver_options"]["method"] == "sinkhorn" and sela["lam"] == reproduce.SELA_LAMBDA
     assert "| KMeans(n_init=10) |" in out and "paper: accuracy %" in out
 
 

@@ -56,8 +56,8 @@ def _spied(monkeypatch):
     """A _Spy appended to the callbacks of every fit."""
     spy, real = _Spy(), clustering.CCEClustering._callbacks
 
-    def with_spy(self, X, plan):
-        callbacks, resume = real(self, X, plan)
+    def with_spy(self, X, plan, checkpoint):
+        callbacks, resume = real(self, X, plan, checkpoint)
         return [*callbacks, spy], resume
 
     monkeypatch.setattr(clustering.CCEClustering, "_callbacks", with_spy)
@@ -212,7 +212,7 @@ def test_restarts_and_the_fit_plan_are_immutable(data):
     assert not restarts.interrupted and restarts.diverged == ()
     with pytest.raises(dataclasses.FrozenInstanceError):
         restarts.diverged = (1,)
-    plan = CCEClustering(n_clusters=4, n_init=2)._plan(data)
+    plan = CCEClustering(n_clusters=4, n_init=2)._plan(data, 4)
     assert plan.linear and len(plan.seeds) == plan.n_init == 2
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.seeds = np.zeros(2, int)

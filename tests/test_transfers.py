@@ -54,7 +54,8 @@ def test_a_fit_copies_once_each_way_per_step(counted, monkeypatch, solver, n_ini
         monkeypatch.setattr(_batched._Batched, "_fused", lambda self: None)
     # 300 rows in batches of 64: 5 steps an epoch, 2 epochs
     est = CCEClustering(
-        n_clusters=3, n_init=n_init, max_epochs=2, batch_size=64, solver=solver, random_state=0
+        n_clusters=3, n_init=n_init, max_epochs=2, batch_size=64, solver_options={"method": solver},
+        random_state=0,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an empty cluster of a tiny fit is not the point

@@ -8,14 +8,10 @@ import torch
 
 from skcce.models import build_model
 from skcce.models._defaults import restart_init
-from skcce.models._kmeans_init import (
-    best_initial_centroids,
-    head_from_centroids_,
-    initial_centroids,
-)
+from skcce.models._kmeans_init import head_from_centroids_, initial_centroids
 
 
-def make_builder(model, n_clusters, X, prepared, ctx, device, init, seeds=None):
+def make_builder(model, n_clusters, X, prepared, ctx, device, init):
     """``build(generator, run=None, seed=None) -> nn.Module``: a fresh network per restart.
 
     For a restart ``run`` the linear head starts as ``init`` says
@@ -40,21 +36,11 @@ def make_builder(model, n_clusters, X, prepared, ctx, device, init, seeds=None):
     init : str or ndarray
         "random", "kmeans", "auto-kmeans" (``init="auto"`` on the linear head) or validated
         centroids in the units of X.
-    seeds : ndarray, optional
-        The restarts' seeds. With "auto-kmeans" every KMeans restart starts from the same
-        head: the KMeans run of lowest inertia among those of the KMeans restarts' seeds
-        (:func:`skcce.models._kmeans_init.best_initial_centroids`; :data:`SHARED_START`);
-        without ``seeds`` each KMeans restart starts from its own run.
-
     Returns
     -------
     build : callable
     """
     inits, state = {}, {"init": init}
-    shared = None  # the KMeans restarts' seeds and, once computed, their shared start
-    if SHARED_START and seeds is not None and _auto(init):
-        runs = [r for r in range(len(seeds)) if restart_init(init, r) == "kmeans"]
-        shared = {"seeds": [int(seeds[r]) for r in runs]}
 
     def build(generator, run=None, seed=None):
         net = copy.deepcopy(model) if isinstance(model, torch.nn.Module) else model
@@ -63,7 +49,7 @@ def make_builder(model, n_clusters, X, prepared, ctx, device, init, seeds=None):
             return module
         used = restart_init(state["init"], run)
         if used != "random":
-            used = init_head(module, X, prepared.inputs, state["init"], seed, ctx, device, shared)
+            used = init_head(module, X, prepared.inputs, state["init"], seed, ctx, device)
             if used == "random":  # "auto" on too few distinct rows: random heads from now on
                 state["init"] = "random"
         inits[run] = used
@@ -73,24 +59,16 @@ def make_builder(model, n_clusters, X, prepared, ctx, device, init, seeds=None):
     return build
 
 
-#: ``init="auto"`` on the linear head: every KMeans restart starts from the best (lowest
-#: inertia) of the KMeans restarts' KMeans runs, as KMeans(n_init) keeps its best run, at the
-#: same cost (docs/benchmarks.md, "Ordinary data: what changed"). False: each from its own.
-SHARED_START = True
-
-
 def _auto(init) -> bool:
     return isinstance(init, str) and init == "auto-kmeans"
 
 
-def init_head(module, X, inputs, init, seed, ctx, device, shared=None):
-    """Set the linear head to the soft KMeans assignment of the restart's centroids.
+def init_head(module, X, inputs, init, seed, ctx, device):
+    """Set the linear head to the soft KMeans assignment of the restart's centroids (its own
+    KMeans run, drawn with ``seed``, or the user's centroids).
 
-    ``shared``: ``{"seeds": [...]}`` of the fit's KMeans restarts; the head then starts from
-    the best of their KMeans runs (computed by the first restart that needs it and kept in
-    ``shared["start"]``) instead of the restart's own run. Returns the init used: "kmeans",
-    "array" (the user's centroids) or "random" (``"auto"`` fell back: the data hold fewer
-    distinct rows than clusters).
+    Returns the init used: "kmeans", "array" (the user's centroids) or "random" (``"auto"``
+    fell back: the data hold fewer distinct rows than clusters).
     """
     cpu = torch.device("cpu")
     explicit = not _auto(init)
@@ -103,14 +81,7 @@ def init_head(module, X, inputs, init, seed, ctx, device, shared=None):
         return inputs.raw(X, idx, cpu).numpy()
 
     k = module.out_features  # the linear head: one output per cluster
-    if shared is not None and isinstance(init, str):
-        if "start" not in shared:
-            shared["start"] = best_initial_centroids(
-                fetch, X.shape[0], k, shared["seeds"], explicit=explicit
-            )
-        result = shared["start"]
-    else:
-        result = initial_centroids(fetch, X.shape[0], k, init, seed, explicit=explicit)
+    result = initial_centroids(fetch, X.shape[0], k, init, seed, explicit=explicit)
     result = ctx.broadcast(result, device)  # every rank starts from rank 0's head
     if result is None:
         return "random"

@@ -17,7 +17,7 @@ image of the dataset (train + test splits, the data the model was fitted on), re
 mean (std) in percent beside the paper's numbers. ``--baselines`` adds, on the same inputs
 and seeds: KMeans(n_init=10), self-labeling with Shannon's and with the reverse
 cross-entropy (same fairness variants), and SeLa (Sinkhorn–Knopp equipartition,
-``solver="sinkhorn"``, see :mod:`skcce.solvers._sinkhorn`).
+``solver_options={"method": "sinkhorn"}``, see :mod:`skcce.solvers._sinkhorn`).
 
 CPU-only extras, not in the paper and needing no download: ``--dataset fashion-mnist`` (the
 Debian package ``dataset-fashion-mnist``) — for ``table1`` a linear head on the raw pixels
@@ -153,11 +153,9 @@ def method_specs(baselines: bool) -> list[dict]:
             "params": {
                 "loss": "shannon",
                 "fairness": "reverse",
-                "solver": "sinkhorn",
+                "solver_options": {"method": "sinkhorn", "tol": 1e-2, "max_iter": 500},
                 "lam": SELA_LAMBDA,
                 "fairness_weight": 0.0,
-                "solver_tol": 1e-2,
-                "solver_max_iter": 500,
             },
         }
     )

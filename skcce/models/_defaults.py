@@ -134,15 +134,10 @@ def regime(model) -> str:
     return "linear" if is_linear(model) else "deep"
 
 
-#: ``init="auto"`` on the linear head: restarts alternate between the random head (even
-#: restarts, so one restart is today's random head) and the KMeans head (odd restarts); the
-#: comparison of the restarts (:mod:`skcce._engine._select`) picks among them. False: every
-#: restart starts from KMeans.
-ALTERNATE = True
-
-
 def restart_init(init, run: int) -> str:
-    """The initialisation of restart ``run`` for a resolved ``init`` (see :data:`ALTERNATE`).
+    """The initialisation of restart ``run`` for a resolved ``init``: with ``"auto"`` on the
+    linear head, restarts alternate between the random head (even restarts, so a single
+    restart is the random head) and the KMeans head (odd restarts).
 
     Parameters
     ----------
@@ -165,7 +160,7 @@ def restart_init(init, run: int) -> str:
     if not isinstance(init, str):
         return "array"
     if init == "auto-kmeans":
-        return "random" if ALTERNATE and run % 2 == 0 else "kmeans"
+        return "random" if run % 2 == 0 else "kmeans"
     return init
 
 

@@ -30,7 +30,6 @@ __all__ = [
     "TARGET_CONFIDENCE",
     "check_centroids",
     "head_from_centroids_",
-    "best_initial_centroids",
     "initial_centroids",
     "kmeans_centroids",
     "n_distinct_rows",
@@ -349,32 +348,3 @@ def inertia(Z: np.ndarray, centroids: np.ndarray) -> float:
     1.0
     """
     return float(np.maximum(_squared_distances(Z, centroids).min(axis=1), 0.0).sum())
-
-
-def best_initial_centroids(fetch, n_samples: int, n_clusters: int, seeds, *, explicit=True):
-    """:func:`initial_centroids` of each of ``seeds``, the one of lowest :func:`inertia`.
-
-    The KMeans runs of several restarts are compared as KMeans(n_init) compares its runs:
-    by inertia, here on the same evenly spaced rows (at most :data:`MAX_SAMPLES`) for every
-    run (each ran on its own subsample). Returns what :func:`initial_centroids` returns for
-    the best seed (None when the data hold fewer distinct rows than clusters and
-    ``explicit`` is false).
-
-    Examples
-    --------
-    >>> Z = np.r_[np.zeros((5, 2)), np.ones((5, 2)), np.full((5, 2), 5.0)]
-    >>> C, s = best_initial_centroids(lambda idx: Z[idx], 15, 3, [0, 1, 2])
-    >>> inertia(Z, C)
-    0.0
-    """
-    m = min(n_samples, MAX_SAMPLES)
-    rows = np.asarray(fetch(np.linspace(0, n_samples - 1, m).astype(np.intp)))
-    best, best_inertia = None, np.inf
-    for seed in seeds:
-        result = initial_centroids(fetch, n_samples, n_clusters, "kmeans", seed, explicit=explicit)
-        if result is None:
-            return None
-        value = inertia(rows, result[0])
-        if value < best_inertia:  # ties: the first seed
-            best, best_inertia = result, value
-    return best
