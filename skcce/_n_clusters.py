@@ -243,7 +243,7 @@ def best_k(scores: dict) -> int:
     return max(scores, key=lambda k: (scores[k], -k))
 
 
-def search_epochs(max_epochs: int, n_rows: int, batch_size, model) -> int:
+def search_epochs(max_epochs: int, n_rows: int, batch_size, model, n_clusters=None) -> int:
     """Epochs of each candidate of the search: :data:`SEARCH_EPOCH_SHARE` of ``max_epochs``
     (rounded up), raised to reach :data:`MIN_SEARCH_STEPS` optimiser steps on ``n_rows`` rows
     in batches of ``batch_size`` (``"auto"``: the ``model``'s, as a fit resolves it), never
@@ -258,7 +258,9 @@ def search_epochs(max_epochs: int, n_rows: int, batch_size, model) -> int:
     >>> search_epochs(1, 5000, 250, "linear")
     1
     """
-    resolved = _defaults.resolve({"batch_size": batch_size}, model, n_rows, images=False)
+    resolved = _defaults.resolve(
+        {"batch_size": batch_size}, model, n_rows, images=False, n_clusters=n_clusters
+    )
     batch_size = resolved["batch_size"]
     batches = max(1, math.ceil(n_rows / batch_size))
     share = math.ceil(SEARCH_EPOCH_SHARE * max_epochs)
@@ -446,7 +448,9 @@ def search(estimator, X) -> Search:
     if len(X) > SEARCH_ROWS:
         rng = check_random_state(estimator.random_state)
         X = X[np.sort(rng.choice(len(X), SEARCH_ROWS, replace=False))]
-    epochs = search_epochs(estimator.max_epochs, len(X), estimator.batch_size, estimator.model)
+    epochs = search_epochs(
+        estimator.max_epochs, len(X), estimator.batch_size, estimator.model, high
+    )
     workers = search_workers(
         estimator.n_threads,
         _defaults.is_linear(estimator.model),

@@ -204,7 +204,7 @@ def restart_kind(kind: str, run: int) -> str:
     >>> [restart_kind("auto", r) for r in range(3)], restart_kind("match", 1)
     (['uniform', 'estimate', 'uniform'], 'match')
     """
-    if kind == "auto":  # with init="auto": uniform on random heads, estimated on KMeans heads
+    if kind == "auto":  # even restarts uniform (a single restart too), odd ones estimated
         return "uniform" if run % 2 == 0 else "estimate"
     return kind
 

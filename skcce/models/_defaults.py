@@ -136,15 +136,15 @@ def regime(model) -> str:
 
 def restart_init(init, run: int) -> str:
     """The initialisation of restart ``run`` for a resolved ``init``: with ``"auto"`` on the
-    linear head, restarts alternate between the random head (even restarts, so a single
-    restart is the random head) and the KMeans head (odd restarts).
+    linear head every restart starts from its own KMeans run ("auto-kmeans" falls back to
+    random heads on data with fewer distinct rows than clusters).
 
     Parameters
     ----------
     init : str or ndarray
         "random", "kmeans", "auto-kmeans" (``"auto"`` on the linear head) or centroids.
     run : int
-        Restart index, from 0.
+        Restart index, from 0 (every restart of a fit starts the same way).
 
     Returns
     -------
@@ -153,15 +153,13 @@ def restart_init(init, run: int) -> str:
     Examples
     --------
     >>> [restart_init("auto-kmeans", r) for r in range(3)]
-    ['random', 'kmeans', 'random']
-    >>> restart_init("kmeans", 0)
-    'kmeans'
+    ['kmeans', 'kmeans', 'kmeans']
+    >>> restart_init("random", 0), restart_init([[0.0]], 0)
+    ('random', 'array')
     """
     if not isinstance(init, str):
         return "array"
-    if init == "auto-kmeans":
-        return "random" if run % 2 == 0 else "kmeans"
-    return init
+    return "kmeans" if init == "auto-kmeans" else init
 
 
 def _has_torchvision() -> bool:
@@ -172,7 +170,26 @@ def _has_torchvision() -> bool:
     return True
 
 
-def resolve(params: dict, model, n_samples: int, *, images: bool, n_features=None) -> dict:
+#: ``batch_size="auto"``: at least this many rows per cluster in a batch (4 K rows when that
+#: exceeds the regime's batch), so that the batch's fairness term can fill every cluster.
+ROWS_PER_CLUSTER = 4
+
+
+def batch_size(regime_batch: int, n_clusters=None) -> int:
+    """``batch_size="auto"``: the regime's batch, or :data:`ROWS_PER_CLUSTER` rows per
+    cluster when that is larger.
+
+    Examples
+    --------
+    >>> batch_size(250, 10), batch_size(250, 100), batch_size(250, 1000)
+    (250, 400, 4000)
+    """
+    return max(int(regime_batch), ROWS_PER_CLUSTER * int(n_clusters or 0))
+
+
+def resolve(
+    params: dict, model, n_samples: int, *, images: bool, n_features=None, n_clusters=None
+) -> dict:
     """The training settings to use: each ``"auto"`` replaced by its regime's value.
 
     An explicit value always wins: only the entries equal to ``"auto"`` change.
@@ -188,6 +205,8 @@ def resolve(params: dict, model, n_samples: int, *, images: bool, n_features=Non
     images : bool
         Whether the model sees images (an image layout); a user module on 2-D features gets
         no augmentation.
+    n_clusters : int, optional
+        Number of clusters: ``batch_size="auto"`` is :func:`batch_size` of it.
     n_features : int, optional
         Number of features of 2-D data: the linear head's ``weight_decay="auto"`` is
         :func:`linear_weight_decay` of it (the table's value when None), and below
@@ -226,6 +245,8 @@ def resolve(params: dict, model, n_samples: int, *, images: bool, n_features=Non
             few_features = n_features is not None and n_features < FEW_FEATURES
             cheap = n_samples < SMALL_DATA or few_features  # ten restarts cost little
             out[key] = 10 if kind == "linear" and cheap and not explicit_centroids else 1
+        elif key == "batch_size":
+            out[key] = batch_size(table[key], n_clusters)
         elif key == "weight_decay" and kind == "linear" and n_features is not None:
             out[key] = linear_weight_decay(n_features)
         elif key == "augment":
