@@ -7,10 +7,24 @@ Given predictions ``probs`` :math:`\sigma` (N, K), :func:`solve_pseudo_labels` m
 (see :mod:`skcce.losses` for the convention) over row-stochastic ``Y``. Methods:
 
 ``"newton"`` (default for the collision and reverse losses)
-    Semismooth Newton on the K-dimensional concave dual (:mod:`skcce.solvers._newton`); the
+    For the collision loss on CPU (and CUDA, solved on the host), a compiled primal-dual
+    interior point with column generation (:mod:`skcce.solvers._kernels._interior`): each row
+    keeps the few classes it may use, and each iteration solves one K x K Newton system on
+    the column sums. That system is factored densely while ``K^2 <= 24 N`` and otherwise
+    solved matrix-free by preconditioned conjugate gradients
+    (:mod:`skcce.solvers._kernels._schur_cg`), whose products cost O(N + K) instead of the
+    factorisation's O(K^3): conjugate gradients take at most K products, each a pass over the
+    rows' N x 8 support entries, so the rule picks them when even that worst case is cheaper
+    than the factorisation's K^3 / 3. Every iteration then costs O(N x support + K x
+    products) and each certificate one pass over the N x K predictions. Elsewhere (the
+    reverse loss, ``SKCCE_SOLVER=torch``, or a compiled run that does not certify):
+    semismooth Newton on the K-dimensional concave dual (:mod:`skcce.solvers._newton`); the
     labels are the exact row best responses to the dual variables or, for the collision loss,
     the best convex combination of recent ones (:mod:`skcce.solvers._master`), which is what
     an optimum at a kink of the dual needs.
+``"newton-cg"``, ``"newton-dense"``
+    ``"newton"`` with its Newton system always solved matrix-free, or always factored
+    densely, whatever the shape.
 ``"em"``
     The paper's Algorithm 1 inner loop: E-step :math:`S_{ik} = y_{ik}/\sum_j y_{jk}` and the exact
     M-step of Theorem 1 / section 3 (safeguarded Newton on the scalar ``x``), warm-started from
@@ -33,6 +47,8 @@ the optimum; it is never set on an objective-decrease heuristic.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -73,7 +89,8 @@ def solve_pseudo_labels(
         Class prior ``u`` (a distribution; zeros allowed); uniform when None.
     loss : {"collision", "shannon", "reverse"}, default="collision"
         Cross-entropy term :math:`H_2(y,\sigma)`, :math:`H(y,\sigma)` or :math:`H(\sigma,y)`.
-    method : {"auto", "newton", "em", "pgd", "sinkhorn"}, default="auto"
+    method : {"auto", "newton", "newton-cg", "newton-dense", "em", "pgd", "sinkhorn"}, \
+default="auto"
         See the module docstring. "auto" is "newton" for the collision and reverse losses and
         "pgd" for the Shannon loss.
     init : array-like of shape (N, K), optional
@@ -118,6 +135,8 @@ def solve_pseudo_labels(
 #: (``max_iter=None``: the method's own default)
 _SOLVERS = {
     "newton": _newton._solve,
+    "newton-cg": functools.partial(_newton._solve, method="newton-cg"),
+    "newton-dense": functools.partial(_newton._solve, method="newton-dense"),
     "em": _em._solve,
     "pgd": _pgd._solve,
     "sinkhorn": _sinkhorn._solve,

@@ -3,11 +3,12 @@
 Both entries of the solvers reach it: the public :func:`skcce.solvers.solve_pseudo_labels` (after
 validation) and the engine's private :func:`skcce.solvers._solve`. The compiled path applies to
 the collision loss, methods ``"newton"`` (the interior-point column-generation solver, certified
-by the same duality-gap rule) and ``"em"`` (the paper's EM), a CPU or CUDA float32/float64
-problem with ``lam > 0`` and ``K >= 2``: :func:`takes`, the one place that decides, for
-:func:`solve`, :func:`solve_stack` and the engine. Everything else, and every compiled run that
-does not certify, goes to the torch path, which stays the reference. A result says which
-answered (``PseudoLabelResult.backend``).
+by the same duality-gap rule; ``"newton-cg"`` and ``"newton-dense"`` fix how its Newton system
+is solved, which ``"newton"`` chooses by the problem's shape) and ``"em"`` (the paper's EM), a
+CPU or CUDA float32/float64 problem with ``lam > 0`` and ``K >= 2``: :func:`takes`, the one
+place that decides, for :func:`solve`, :func:`solve_stack` and the engine. Everything else, and
+every compiled run that does not certify, goes to the torch path, which stays the reference. A
+result says which answered (``PseudoLabelResult.backend``).
 
 The switch: the environment variable ``SKCCE_SOLVER`` (read at import) is ``"compiled"`` (use
 the kernels where they apply) or ``"torch"`` (never); unset, :data:`DEFAULT` decides. Within a
@@ -38,7 +39,11 @@ _CHOICE = os.environ.get("SKCCE_SOLVER", "").strip().lower()
 #: the resolved switch
 ENABLED = {"compiled": True, "numba": True, "torch": False}.get(_CHOICE, DEFAULT)
 
-_DEFAULT_MAX_ITER = {"newton": _newton.DEFAULT_MAX_ITER, "em": _em.DEFAULT_MAX_ITER}
+#: the interior point's methods (how its Newton system is solved: see ``SCHUR`` of
+#: :mod:`skcce.solvers._kernels._entry`)
+INTERIOR = ("newton", "newton-cg", "newton-dense")
+
+_DEFAULT_MAX_ITER = {m: _newton.DEFAULT_MAX_ITER for m in INTERIOR} | {"em": _em.DEFAULT_MAX_ITER}
 
 
 def takes(loss, method, *, device_type="cpu", dtype=torch.float64, lam=1.0, k=2,
@@ -161,7 +166,7 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
         None: uniform; (R, K): problem ``r``'s prior in row ``r``.
     fairness : {"reverse", "forward"}
     loss : str
-    method : {"newton", "em"}
+    method : {"newton", "newton-cg", "newton-dense", "em"}
     tol : float
     max_iter : int or None
     map_ : callable, default=map
@@ -186,9 +191,9 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     # (numba compiles every kernel again for it, about 15 s on a fresh cache)
     u = np.array(np.broadcast_to(u, (len(probs), k)))
     cap = _DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
-    if method == "newton":
+    if method in INTERIOR:
         return _newton_stack(kn, np.ascontiguousarray(probs.numpy()), u, lam, fairness, tol,
-                             cap, map_, n_chunks)  # fmt: skip
+                             cap, map_, n_chunks, method)  # fmt: skip
 
     def one(r):
         out = kn.solve_collision_numba(
@@ -201,7 +206,7 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     return list(map_(one, range(len(probs))))
 
 
-def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
+def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks, method):
     """:func:`solve_stack` of the default method: ``n_chunks`` workers (one ``map_`` task
     each) take the problems in turn from a shared counter, so a worker that drew fast
     problems takes more of them (no worker idles while another still holds a fixed range)."""
@@ -211,12 +216,13 @@ def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
     n_iter, ok = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     forward = fairness == "forward"
     lam, tol, max_iter = float(lam), float(tol), int(max_iter)
+    schur = kn.SCHUR[method]
     turn = itertools.count()  # next() is atomic under the GIL: each problem is taken once
 
     def worker(_):  # the kernels release the GIL: workers solve on several threads
         while (r := next(turn)) < n:  # one compiled call a problem, writing its results
             kn.ipm_solve_into(sigmas, sigmas, r, u[r], lam, forward, tol, max_iter, Y, value,
-                              gap, n_iter, ok)  # fmt: skip
+                              gap, n_iter, ok, schur)  # fmt: skip
 
     list(map_(worker, range(max(1, min(int(n_chunks), n)))))
     results = []
@@ -224,5 +230,5 @@ def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks):
         if not ok[r]:
             results.append(None)
             continue
-        results.append(_result(torch.from_numpy(Y[r]), value[r], gap[r], int(n_iter[r]), "newton"))
+        results.append(_result(torch.from_numpy(Y[r]), value[r], gap[r], int(n_iter[r]), method))
     return results

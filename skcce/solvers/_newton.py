@@ -293,8 +293,9 @@ def newton(problem, w, *, tol, max_iter):
 DEFAULT_MAX_ITER = 100
 
 
-def _solve(problem, init, *, tol, max_iter):
-    """The ``"newton"`` method on a validated problem, with its PGD polish.
+def _solve(problem, init, *, tol, max_iter, method="newton"):
+    """The ``"newton"`` method on a validated problem, with its PGD polish (the torch path of
+    every interior-point method name: ``method`` is the name its result reports).
 
     When the dual ascent stalls (non-unique best responses at ties, or no ascent at working
     precision) the primal is polished by monotone PGD from the better of Newton's labels and
@@ -311,4 +312,4 @@ def _solve(problem, init, *, tol, max_iter):
         n_iter += n_more
         if ok2 or not math.isfinite(value) or float(gap2) < gap:
             Y, value, gap, ok = Y2, value2, gap2, ok2
-    return certified_result(Y, value, gap, n_iter, ok, "newton")
+    return certified_result(Y, value, gap, n_iter, ok, method)

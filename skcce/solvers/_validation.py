@@ -12,7 +12,7 @@ import torch
 
 from skcce.losses import FAIRNESS, LOSSES
 
-METHODS = ("auto", "newton", "em", "pgd", "sinkhorn")
+METHODS = ("auto", "newton", "newton-cg", "newton-dense", "em", "pgd", "sinkhorn")
 
 
 def _as_tensor(x, name, dtype=None, device=None):
@@ -146,9 +146,9 @@ def resolve_method(method: str, loss: str, fairness: str) -> str:
             f"equipartition constraint; use loss='shannon' (got loss={loss!r}). It accepts "
             "either fairness (the constraint replaces the fairness term)"
         )
-    if method == "newton" and loss == "shannon":
+    if method.startswith("newton") and loss == "shannon":
         raise ValueError(
-            "method='newton' needs a strictly convex row term; use 'em' or 'pgd' with "
+            f"method={method!r} needs a strictly convex row term; use 'em' or 'pgd' with "
             "loss='shannon'"
         )
     return method

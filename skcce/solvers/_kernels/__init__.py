@@ -24,7 +24,7 @@ The modules, each one job:
 * :mod:`._certificate`: ``F``, the dual ``q(w)`` and the certified gap ``F(Y) - q(w(Y))``;
 * :mod:`._supports` and :mod:`._interior`: the exact solver :func:`ipm_solve` (an interior
   point on each row's small support, with column generation), :mod:`._linalg` its Cholesky
-  routines;
+  routines and :mod:`._schur_cg` its matrix-free Newton system (large K);
 * :mod:`._em`: the paper's EM, certified on the torch path's schedule;
 * :mod:`._entry`: the entries from Python.
 
@@ -51,6 +51,7 @@ from skcce.solvers._kernels._certificate import (
 )
 from skcce.solvers._kernels._em import em_solve, em_step
 from skcce.solvers._kernels._entry import (
+    SCHUR,
     NumbaResult,
     ipm_solve_into,
     solve_collision_numba,
@@ -60,6 +61,7 @@ from skcce.solvers._kernels._interior import ipm_solve
 from skcce.solvers._kernels._rows import best_responses
 
 __all__ = [
+    "SCHUR",
     "NumbaResult",
     "best_responses",
     "certificate",

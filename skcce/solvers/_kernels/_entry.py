@@ -19,6 +19,12 @@ from skcce.solvers._kernels._interior import ipm_solve
 register_jitable(mix_in_prior)  # the torch path's helper, compiled where the kernels call it
 
 
+#: the interior point's methods -> how its Newton system is solved (``schur`` of
+#: :func:`~skcce.solvers._kernels._interior.ipm_solve`: the shape rule, always matrix-free by
+#: conjugate gradients, always a dense factorisation)
+SCHUR = {"newton": 0, "newton-cg": 2, "newton-dense": 1}
+
+
 class NumbaResult(NamedTuple):
     """Result of :func:`solve_collision_numba` (labels in ``labels_dtype``, default float64)."""
 
@@ -52,8 +58,10 @@ def solve_collision_numba(
         Iteration cap (interior-point iterations, or EM iterations).
     init : ndarray of shape (N, K), optional
         Warm start (default ``probs``).
-    method : {"newton", "em"}
-        The exact default solver (:func:`ipm_solve`) or the paper's EM (:func:`em_solve`).
+    method : {"newton", "newton-cg", "newton-dense", "em"}
+        The exact default solver (:func:`ipm_solve`; its Newton system solved as the shape
+        rule says, by conjugate gradients, or by a dense factorisation: :data:`SCHUR`) or the
+        paper's EM (:func:`em_solve`).
     labels_dtype : numpy dtype, optional
         Dtype of the returned labels; the certificate is computed on the labels as returned
         (rounded to this dtype), in float64.
@@ -90,7 +98,7 @@ def solve_collision_numba(
         Ys, values, gaps = np.empty((1,) + sigma.shape), np.empty(1), np.empty(1)
         iters, oks = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_)
         ipm_solve_into(sigma[None], Y0[None], 0, u, float(lam), forward, tol_run, int(max_iter),
-                       Ys, values, gaps, iters, oks)  # fmt: skip
+                       Ys, values, gaps, iters, oks, SCHUR[method])  # fmt: skip
         Y, value, gap, n_iter, ok = Ys[0], values[0], gaps[0], iters[0], oks[0]
     if low:
         Y = Y.astype(labels_dtype)
@@ -140,16 +148,21 @@ def start_labels(Y, u, forward):
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def ipm_solve_into(sigmas, inits, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok):
+def ipm_solve_into(
+    sigmas, inits, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok, schur=0
+):
     """:func:`ipm_solve` of problem ``r`` of a stack ``sigmas`` (R, N, K) from the start
     :func:`start_labels` of ``inits[r]`` (``inits`` is ``sigmas`` itself for the problems' own
     predictions), its results written into row ``r`` of the outputs ``Y`` (R, N, K),
     ``value``, ``gap``, ``n_iter`` and ``ok`` (R,): one call per problem, and nothing to box
     for the caller. The one compiled entry of the default solver: the batched restarts'
     workers (:mod:`skcce.solvers._compiled`) and :func:`solve_collision_numba` (a stack of
-    one) share it, so that a process compiles (or loads) :func:`ipm_solve` once."""
+    one) share it, so that a process compiles (or loads) :func:`ipm_solve` once. ``schur``:
+    how the Newton system is solved (see :func:`ipm_solve`)."""
     sigma = sigmas[r]
-    out = ipm_solve(sigma, u, lam, forward, start_labels(inits[r], u, forward), tol, max_iter)
+    out = ipm_solve(
+        sigma, u, lam, forward, start_labels(inits[r], u, forward), tol, max_iter, schur
+    )
     labels = out[0]
     N, K = labels.shape
     for i in range(N):  # element loops: a slice assignment would compile numpy's broadcasting

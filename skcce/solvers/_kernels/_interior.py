@@ -19,7 +19,12 @@ whose supports hold every row's best response the gap is zero, so the loop ends 
   row gets every allowed class at once rather than one more a pass; without one, the iterate
   is re-centred on the grown supports, which stay small;
 * Newton system (:func:`_newton_system`): the rows' blocks inverted and summed onto the
-  column sums, and the Schur complement factored once for both directions;
+  column sums, and the Schur complement factored once for both directions; or, when
+  :func:`matrix_free` says so (large K), the blocks kept and the Schur complement never
+  formed: each direction solves it by conjugate gradients (:mod:`._schur_cg`), so that an
+  iteration costs O(N x support + K x products) instead of O(K^3). When they do not reach
+  their tolerance (ties within rows make the system ill-conditioned) the rest of the solve
+  factors it densely;
 * step (:func:`_step`): Mehrotra's predictor and corrector (:func:`_direction`);
 * pruning: an entry the step drove to its bound (``y < 0.2 r`` and ``z > r / 0.2``, with
   ``r`` the square root of the step's complementarity target) leaves its row, so that later
@@ -39,6 +44,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from skcce.solvers._kernels import _schur_cg as cg
 from skcce.solvers._kernels import _supports as sp
 from skcce.solvers._kernels._certificate import (
     _phi,
@@ -76,13 +82,17 @@ Iterate = namedtuple("Iterate", ["x", "sums", "held", "multi", "certified_sums"]
 #: ``schur_factor``, its diagonal scaling ``root_curvature`` and right-hand side ``rhs``; the
 #: work arrays of one row's block (``block``, its inverse ``block_inverse``, Cholesky work
 #: arrays, the slopes and classes of the row's non-basic entries); each row's basic entry (its
-#: largest) and the offset of its block inverse in the flat buffer of inverses
+#: largest) and the offset of its block inverse in the flat buffer of inverses; whether the
+#: system is solved matrix-free, and then its preconditioner (the diagonal), the conjugate
+#: gradients' work vectors, room for one row's support and the counts of solves, products and
+#: solves that did not converge
 NewtonArrays = namedtuple(
     "NewtonArrays",
     [
         "gradient", "curvature", "reduced", "schur", "schur_factor", "root_curvature", "rhs",
         "block", "block_inverse", "block_factor", "block_factor_inverse", "slopes",
-        "nonbasic", "basic", "offsets",
+        "nonbasic", "basic", "offsets", "matrix_free", "diagonal", "cg_work", "gathered",
+        "cg_count",
     ],
 )  # fmt: skip
 
@@ -95,14 +105,16 @@ StepArrays = namedtuple(
 
 
 @njit(cache=True, error_model="numpy")
-def _newton_arrays(N, K):
-    def square():
-        return np.zeros((K, K))
+def _newton_arrays(N, K, W, matrix_free):
+    def square():  # a row's block: at most the supports' width
+        return np.zeros((W, W))
 
+    S = 1 if matrix_free else K  # the K x K system's arrays: not formed when matrix-free
     return NewtonArrays(
-        np.zeros(K), np.zeros(K), square(), np.empty((K, K)), square(), np.empty(K),
-        np.zeros(K), square(), square(), square(), square(), np.empty(K),
+        np.zeros(K), np.zeros(K), np.zeros((S, S)), np.empty((S, S)), np.zeros((S, S)),
+        np.empty(K), np.zeros(K), square(), square(), square(), square(), np.empty(K),
         np.empty(K, dtype=np.int64), np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64),
+        matrix_free, np.ones(K), np.zeros((6, K)), np.zeros(W), np.zeros(3, dtype=np.int64),
     )  # fmt: skip
 
 
@@ -115,7 +127,7 @@ def _step_arrays(N, W):
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
+def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter, schur=0):
     """Certified optimum of F by an interior-point method with column generation.
 
     Parameters
@@ -134,6 +146,12 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         Relative certified gap: stop when ``F(Y) - q(w) <= tol * max(|F(Y)|, 1)``.
     max_iter : int
         Interior-point iterations at most.
+    schur : int, default=0
+        How the K x K Newton system is solved (:func:`matrix_free`): 0 by the shape rule,
+        1 by a dense Cholesky factorisation, 2 by preconditioned conjugate gradients
+        (:mod:`._schur_cg`). The iterates, and so the result, differ only by the rounding
+        of the solves. A matrix-free solve that ends uncertified is run again with the
+        dense factorisation (counted in ``n_iter`` and ``n_pass``).
 
     Returns
     -------
@@ -148,11 +166,27 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
         Passes of exact best responses over the data (certificates and pricing).
     """
     N, K = sigma.shape
+    free = matrix_free(N, K, schur)
+    out = _ipm(sigma, u, lam, forward, Y0, tol, max_iter, np.bool_(free))
+    if not free or out[4]:
+        return out
+    # uncertified with the matrix-free system (ill-conditioned: e.g. ties within rows under
+    # a strong pull): the same solve with the dense factorisation, the better result kept
+    dense = _ipm(sigma, u, lam, forward, Y0, tol, max_iter, np.bool_(False))
+    n_iter, n_pass = out[3] + dense[3], out[5] + dense[5]
+    best = dense if dense[4] or dense[2] < out[2] else out
+    return best[0], best[1], best[2], n_iter, best[4], n_pass
+
+
+@njit(cache=True, error_model="numpy")
+def _ipm(sigma, u, lam, forward, Y0, tol, max_iter, free):
+    """:func:`ipm_solve` with the Newton system solved matrix-free (``free``) or densely."""
+    N, K = sigma.shape
     allowed = allowed_classes(u, forward)
     supports, price_first = _start(sigma, u, lam, forward, Y0, allowed)
     state = Iterate(np.empty(N), np.zeros(K), np.zeros(K, dtype=np.int64),
                     np.empty(N, dtype=np.int64), np.empty(K))  # fmt: skip
-    newton = _newton_arrays(N, K)
+    newton = _newton_arrays(N, K, supports.y.shape[1], free)
     steps = _step_arrays(N, supports.y.shape[1])
     inverses = np.zeros(1)  # the rows' block inverses, flat (grown when needed)
     responses = new_responses(N)
@@ -195,18 +229,42 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter):
                     grown = grown or n_iter > 0
                     continue  # recompute the state (no iteration spent)
         n_iter += 1
-        if steps.dy.shape[1] != supports.y.shape[1]:
+        if steps.dy.shape[1] != supports.y.shape[1]:  # the supports were widened
             steps = _step_arrays(N, supports.y.shape[1])
+            newton = _newton_arrays(N, K, supports.y.shape[1], newton.matrix_free)
         ok, inverses = _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton,
                                       inverses)  # fmt: skip
         if not ok:
             break
         if not _step(sigma, supports, state, n_multi, n_var, mu, newton, inverses, steps, grown):
-            break
+            if not (newton.matrix_free and newton.cg_count[2] > 0):
+                break
+            # conjugate gradients did not converge: the rest of the solve factors densely
+            newton = _newton_arrays(N, K, supports.y.shape[1], np.bool_(False))
+            ok, inverses = _newton_system(sigma, u, lam, forward, supports, state, n_multi,
+                                          newton, inverses)  # fmt: skip
+            if not ok or not _step(sigma, supports, state, n_multi, n_var, mu, newton,
+                                   inverses, steps, grown):  # fmt: skip
+                break
     # the one uncertified exit: the best certified supports so far, or the warm start
     if best_value == _INF:
         return Y0.copy(), best_value, best_gap, n_iter, False, n_pass
     return sp.dense(best, K), best_value, best_gap, n_iter, False, n_pass
+
+
+@njit(cache=True, error_model="numpy")
+def matrix_free(N, K, schur):
+    """Whether the Newton system is solved matrix-free (:mod:`._schur_cg`) rather than by a
+    dense Cholesky factorisation: ``schur`` 2 (always), 1 (never) or 0 (the rule).
+
+    The rule compares the two solves' costs on the problem's shape: factoring the K x K
+    Schur complement costs K^3 / 3 multiply-adds each iteration, while conjugate gradients
+    take at most K products (they end in K steps), each a pass over the rows' support arrays
+    (N x :data:`._supports.WIDTH` entries); the matrix-free solve is chosen when even that
+    worst case is cheaper, ``K^2 > 3 WIDTH N``."""
+    if schur == 0:
+        return K * K > 3 * sp.WIDTH * N
+    return schur == 2
 
 
 @njit(cache=True, error_model="numpy")
@@ -382,9 +440,10 @@ def _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton, inv
     count, multi, offsets, M = supports.count, state.multi, newton.offsets, newton.reduced
     _fairness_derivatives(u, lam, forward, state.sums, sigma.shape[0], newton.gradient,
                           newton.curvature)  # fmt: skip
-    for k in range(K):
-        for j in range(K):
-            M[k, j] = 0.0
+    if not newton.matrix_free:
+        for k in range(K):
+            for j in range(K):
+                M[k, j] = 0.0
     total = 0
     for t in range(n_multi):
         i = multi[t]
@@ -394,6 +453,12 @@ def _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton, inv
         inverses = np.zeros(total)
     if not _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
         return False, inverses
+    if newton.matrix_free:
+        for k in range(K):
+            newton.root_curvature[k] = math.sqrt(newton.curvature[k])
+        cg.schur_diagonal(supports, multi, n_multi, newton.basic, offsets, inverses,
+                          newton.curvature, newton.diagonal)  # fmt: skip
+        return True, inverses
     ok = _factor_schur(newton.curvature, newton.reduced, newton.schur, newton.root_curvature,
                        newton.schur_factor)  # fmt: skip
     return ok, inverses
@@ -454,6 +519,11 @@ def _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
         elif not chol_inverse(B, n1, Lw, Liw, G):
             return False
         o = offsets[i]
+        if newton.matrix_free:  # the Schur complement is not formed (see _schur_cg)
+            for p1 in range(n1):
+                for p2 in range(n1):
+                    inverses[o + p1 * n1 + p2] = G[p1, p2]
+            continue
         all_sum = 0.0
         for p1 in range(n1):
             row_sum = 0.0
@@ -590,7 +660,16 @@ def _direction(supports, steps, newton, inverses, multi, n_multi, target, correc
         c_vec[r] -= tot
     for k in range(K):
         c_vec[k] *= dh[k]
-    chol_apply(newton.schur_factor, c_vec)
+    if newton.matrix_free:
+        used = cg.schur_solve(supports, multi, n_multi, basic, goff, inverses, dh,
+                              newton.diagonal, newton.cg_work, newton.gathered,
+                              c_vec)  # fmt: skip
+        newton.cg_count[0] += 1
+        newton.cg_count[1] += abs(used)
+        if used < 0:
+            newton.cg_count[2] += 1
+    else:
+        chol_apply(newton.schur_factor, c_vec)
     for k in range(K):
         c_vec[k] *= dh[k]  # now the step of the column sums' multiplier
     # sweep 1: back substitution

@@ -18,7 +18,7 @@ from skcce.solvers._kernels._certificate import log_add
 from skcce.solvers._kernels._rows import _br_row, _exp_w
 
 _EPS_NEW = 0.05  # mass given to a class when pricing adds it to a row's support
-_WIDTH = 8  # first capacity of a row's support
+WIDTH = 8  # first capacity of a row's support
 _TOP = 3  # initial support: each row's best vertices (largest ln sigma + w), at most
 _NEAR = 0.2  # ... those within this factor of the row's best vertex (sigma exp(w)), if lam <= N
 
@@ -29,7 +29,7 @@ Supports = namedtuple("Supports", ["classes", "count", "y", "z"])
 @njit(cache=True, error_model="numpy")
 def new_supports(N, K):
     """Empty supports of the first width."""
-    W = min(K, _WIDTH)
+    W = min(K, WIDTH)
     return Supports(
         np.zeros((N, W), dtype=np.int64), np.zeros(N, dtype=np.int64), np.zeros((N, W)),
         np.zeros((N, W)),
