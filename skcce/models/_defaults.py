@@ -29,6 +29,8 @@ from skcce._warn import warn
 DECAY = 0.1
 #: Below this many features the linear head's weight decay shrinks in proportion.
 DECAY_FEATURES = 64
+#: Above this many clusters the linear head's weight decay shrinks in inverse proportion.
+DECAY_CLUSTERS = 10
 
 #: The resolved values of every ``"auto"`` training setting, per regime.
 AUTO_SETTINGS: dict[str, dict[str, object]] = {
@@ -62,20 +64,22 @@ AUTO_PARAMS: tuple[str, ...] = (
 )
 
 
-def linear_weight_decay(n_features: int) -> float:
-    r"""``weight_decay="auto"`` of the linear head on ``n_features`` features.
+def linear_weight_decay(n_features: int, n_clusters=None) -> float:
+    r"""``weight_decay="auto"`` of the linear head on ``n_features`` features and
+    ``n_clusters`` clusters.
 
-    :math:`0.1 \cdot \min(1, d / 64)`. The inputs are centred and divided by one global
-    standard deviation, so the squared norm of a sample grows with the dimension :math:`d`
-    and a head needs larger weights to separate the same clusters in fewer dimensions: a
-    decay of 0.1 (tuned on 64-d digits pixels, also right on 784-d Fashion-MNIST) keeps a
-    head on 2-D blobs from ever becoming confident (accuracy 0.72 against KMeans's 0.95),
-    while 0.003 reaches KMeans there; the measurements are in docs/benchmarks.md
-    (``bench_ordinary``).
+    :math:`0.1 \cdot \min(1, d / 64) \cdot \min(1, 10 / K)`. The inputs are centred and
+    divided by one global standard deviation, so a sample's squared norm grows with the
+    dimension :math:`d` and a head needs larger weights in fewer dimensions; and each of the
+    head's K rows is trained by about n / K rows of the data while the decay pulls on every
+    row alike, so above ten clusters the decay shrinks with K to keep each row's balance as
+    at ten (docs/design/007-weight-decay-by-dimension.md).
 
     Parameters
     ----------
     n_features : int
+    n_clusters : int, optional
+        None: as for ten clusters or fewer.
 
     Returns
     -------
@@ -85,8 +89,12 @@ def linear_weight_decay(n_features: int) -> float:
     --------
     >>> linear_weight_decay(2), linear_weight_decay(64), linear_weight_decay(784)
     (0.003125, 0.1, 0.1)
+    >>> linear_weight_decay(64, 10), round(linear_weight_decay(64, 100), 6)
+    (0.1, 0.01)
     """
-    return DECAY * min(1.0, max(int(n_features), 1) / DECAY_FEATURES)
+    by_dimension = min(1.0, max(int(n_features), 1) / DECAY_FEATURES)
+    by_clusters = min(1.0, DECAY_CLUSTERS / max(int(n_clusters or 1), 1))
+    return DECAY * by_dimension * by_clusters
 
 
 #: ``n_init="auto"`` on the linear head: 10 restarts below this many samples, or below
@@ -248,7 +256,7 @@ def resolve(
         elif key == "batch_size":
             out[key] = batch_size(table[key], n_clusters)
         elif key == "weight_decay" and kind == "linear" and n_features is not None:
-            out[key] = linear_weight_decay(n_features)
+            out[key] = linear_weight_decay(n_features, n_clusters)
         elif key == "augment":
             augment = table["augment"] if images else None
             if augment is not None and not _has_torchvision():
