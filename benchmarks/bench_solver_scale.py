@@ -2,7 +2,8 @@
 
 For K in {10, 30, 100, 300, 1000, 2000} with N = max(250, 4K) rows (the engine's batches at
 large K), and N = 250 for every K <= 250 (today's batch), this times one certified solve of the
-collision loss with reverse fairness (lam = 100, float32, the default tolerance 1e-5) for:
+collision loss with reverse fairness (lam = 100, float32, the default tolerance 1e-5), by the
+engine's path (:func:`skcce.solvers._solve`: no input validation), for:
 
 * **new default**: ``method="newton"``, the compiled interior point whose K x K Newton system
   is factored densely while ``K^2 <= 24 N`` and solved matrix-free by conjugate gradients
@@ -39,7 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import machine_lines, publish  # noqa: E402
 
-from skcce.solvers import solve_pseudo_labels  # noqa: E402
+from skcce.solvers import _solve, make_problem, solve_pseudo_labels  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "scale.md"
 TITLE = "# Scale: growth with n, d and K\n"
@@ -77,11 +78,13 @@ def cells(ks):
 
 
 def time_solve(probs, method, budget):
-    """(best seconds, result) of a few solves (one when a solve takes over a second)."""
+    """(best seconds, result) of a few solves (one when a solve takes over a second), by the
+    engine's path: :func:`skcce.solvers._solve` on a problem of validated rows."""
+    problem = make_problem(probs, lam=LAM, fairness="reverse", prior=None, loss="collision")
     best, res = np.inf, None
     for rep in range(5):
         t0 = time.perf_counter()
-        res = solve_pseudo_labels(probs, lam=LAM, method=method)
+        res = _solve(problem, method, tol=1e-5)
         best = min(best, time.perf_counter() - t0)
         if best > 1.0 or rep >= 2 and best * (rep + 1) > 0.2 * budget:
             break
@@ -135,7 +138,8 @@ def report(rows, settings, ks):
         "## Pseudo-label solve against K (`benchmarks/bench_solver_scale.py`)",
         "",
         "One certified solve of the collision loss, reverse fairness, lam = 100, float32, "
-        "tolerance 1e-5 (the default), from the predictions themselves (no warm start). "
+        "tolerance 1e-5 (the default), from the predictions themselves (no warm start), "
+        "through the engine's path (`skcce.solvers._solve`, no input validation). "
         '**new default**: `method="newton"` (interior point; its K x K Newton system factored '
         "densely while K² ≤ 24 N, matrix-free by conjugate gradients otherwise); **old "
         'default**: `method="newton-dense"` (always factored, the default before); **EM**: '

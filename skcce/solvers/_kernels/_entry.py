@@ -12,9 +12,15 @@ from numba import njit
 from numba.extending import register_jitable
 
 from skcce.solvers._common import mix_in_prior
-from skcce.solvers._kernels._certificate import certificate
+from skcce.solvers._kernels._certificate import (
+    _phi,
+    certificate,
+    dual_at,
+    log_add,
+    new_responses,
+)
 from skcce.solvers._kernels._em import em_solve
-from skcce.solvers._kernels._interior import ipm_solve
+from skcce.solvers._kernels._interior import ipm_supports
 
 register_jitable(mix_in_prior)  # the torch path's helper, compiled where the kernels call it
 
@@ -94,12 +100,15 @@ def solve_collision_numba(
         Y, value, gap, n_iter, ok = em_solve(
             sigma, u, float(lam), start_labels(Y0, u, forward), tol_run, int(max_iter)
         )
-    else:  # the stacked entry, with a stack of one
-        Ys, values, gaps = np.empty((1,) + sigma.shape), np.empty(1), np.empty(1)
+    else:  # the stacked entry, with a stack of one, writing the labels in their dtype
+        out_dtype = labels_dtype if low else np.float64
+        Ys, values, gaps = np.empty((1,) + sigma.shape, dtype=out_dtype), np.empty(1), np.empty(1)
         iters, oks = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_)
         ipm_solve_into(sigma[None], Y0[None], 0, u, float(lam), forward, tol_run, int(max_iter),
-                       Ys, values, gaps, iters, oks, SCHUR[method])  # fmt: skip
+                       Ys, values, gaps, iters, oks, SCHUR[method],
+                       float(tol) if low else -1.0)  # fmt: skip
         Y, value, gap, n_iter, ok = Ys[0], values[0], gaps[0], iters[0], oks[0]
+        low = False  # the entry certified the labels as written
     if low:
         Y = Y.astype(labels_dtype)
         Yd = Y.astype(np.float64)
@@ -149,26 +158,65 @@ def start_labels(Y, u, forward):
 
 @njit(cache=True, error_model="numpy", nogil=True)
 def ipm_solve_into(
-    sigmas, inits, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok, schur=0
-):
+    sigmas, inits, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok, schur=0,
+    final_tol=-1.0,
+):  # fmt: skip
     """:func:`ipm_solve` of problem ``r`` of a stack ``sigmas`` (R, N, K) from the start
     :func:`start_labels` of ``inits[r]`` (``inits`` is ``sigmas`` itself for the problems' own
     predictions), its results written into row ``r`` of the outputs ``Y`` (R, N, K),
     ``value``, ``gap``, ``n_iter`` and ``ok`` (R,): one call per problem, and nothing to box
     for the caller. The one compiled entry of the default solver: the batched restarts'
     workers (:mod:`skcce.solvers._compiled`) and :func:`solve_collision_numba` (a stack of
-    one) share it, so that a process compiles (or loads) :func:`ipm_solve` once. ``schur``:
-    how the Newton system is solved (see :func:`ipm_solve`)."""
+    one) share it, so that a process compiles (or loads) the solver once. ``schur``: how the
+    Newton system is solved (see :func:`ipm_solve`).
+
+    The labels are written from the rows' supports straight into ``Y``, in its dtype. With
+    ``final_tol >= 0`` (``Y`` of a lower precision than float64) the results are those of the
+    labels as written: ``F`` and the certificate are computed from them, and ``ok`` says
+    whether their gap is within ``final_tol``."""
     sigma = sigmas[r]
-    out = ipm_solve(
-        sigma, u, lam, forward, start_labels(inits[r], u, forward), tol, max_iter, schur
+    Y0 = start_labels(inits[r], u, forward)
+    supports, F, g, n, certified, _, found = ipm_supports(
+        sigma, u, lam, forward, Y0, tol, max_iter, schur
     )
-    labels = out[0]
-    N, K = labels.shape
+    N, K = sigma.shape
     for i in range(N):  # element loops: a slice assignment would compile numpy's broadcasting
         for k in range(K):
-            Y[r, i, k] = labels[i, k]
-    value[r] = out[1]
-    gap[r] = out[2]
-    n_iter[r] = out[3]
-    ok[r] = out[4]
+            Y[r, i, k] = 0.0 if found else Y0[i, k]
+    if found:
+        classes, count, y = supports.classes, supports.count, supports.y
+        for i in range(N):
+            tot = 0.0
+            for q in range(count[i]):
+                tot += y[i, q]
+            for q in range(count[i]):
+                Y[r, i, classes[i, q]] = y[i, q] / tot
+        if final_tol >= 0:  # the certificate of the labels as written (rounded)
+            F, q_dual = _written_certificate(sigma, supports, Y, r, u, lam, forward)
+            g = F - q_dual if F - q_dual == F - q_dual else np.inf
+            certified = math.isfinite(F) and g <= final_tol * max(abs(F), 1.0)
+    value[r] = F
+    gap[r] = g
+    n_iter[r] = n
+    ok[r] = certified and found
+
+
+@njit(cache=True, error_model="numpy")
+def _written_certificate(sigma, supports, Y, r, u, lam, forward):
+    """``(F, q)`` of :func:`~skcce.solvers._kernels.certificate` for the labels ``Y[r]``
+    written from ``supports`` (zero off them): ``F`` and the column sums read on the supports
+    (O(N x support)), the dual bound from one pass of best responses."""
+    N, K = sigma.shape
+    classes, count = supports.classes, supports.count
+    s = np.zeros(K)
+    p, acc = 1.0, 0.0
+    for i in range(N):
+        x = 0.0
+        for q in range(count[i]):
+            k = classes[i, q]
+            yk = np.float64(Y[r, i, k])
+            x += yk * sigma[i, k]
+            s[k] += yk
+        p, acc = log_add(p, acc, x)
+    dual, _ = dual_at(sigma, s, u, lam, forward, new_responses(N))
+    return -(acc + math.log(p)) + _phi(s, u, lam, N, forward), dual

@@ -165,6 +165,18 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter, schur=0):
     n_pass : int
         Passes of exact best responses over the data (certificates and pricing).
     """
+    supports, value, gap, n_iter, ok, n_pass, found = ipm_supports(
+        sigma, u, lam, forward, Y0, tol, max_iter, schur
+    )
+    Y = sp.dense(supports, sigma.shape[1]) if found else Y0.copy()
+    return Y, value, gap, n_iter, ok, n_pass
+
+
+@njit(cache=True, error_model="numpy")
+def ipm_supports(sigma, u, lam, forward, Y0, tol, max_iter, schur):
+    """:func:`ipm_solve` with the labels left on their supports: returns ``(supports, value,
+    gap, n_iter, certified, n_pass, found)``, where ``found`` False means that no iterate had
+    a finite objective (the labels are then the warm start ``Y0``)."""
     N, K = sigma.shape
     free = matrix_free(N, K, schur)
     out = _ipm(sigma, u, lam, forward, Y0, tol, max_iter, np.bool_(free))
@@ -175,12 +187,13 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter, schur=0):
     dense = _ipm(sigma, u, lam, forward, Y0, tol, max_iter, np.bool_(False))
     n_iter, n_pass = out[3] + dense[3], out[5] + dense[5]
     best = dense if dense[4] or dense[2] < out[2] else out
-    return best[0], best[1], best[2], n_iter, best[4], n_pass
+    return best[0], best[1], best[2], n_iter, best[4], n_pass, best[6]
 
 
 @njit(cache=True, error_model="numpy")
 def _ipm(sigma, u, lam, forward, Y0, tol, max_iter, free):
-    """:func:`ipm_solve` with the Newton system solved matrix-free (``free``) or densely."""
+    """:func:`ipm_supports` with the Newton system solved matrix-free (``free``) or
+    densely."""
     N, K = sigma.shape
     allowed = allowed_classes(u, forward)
     supports, price_first = _start(sigma, u, lam, forward, Y0, allowed)
@@ -214,7 +227,7 @@ def _ipm(sigma, u, lam, forward, Y0, tol, max_iter, free):
             if math.isfinite(F):
                 scale = max(abs(F), 1.0)
                 if gap <= tol * max(abs(F), 1.0):
-                    return sp.dense(supports, K), F, gap, n_iter, True, n_pass
+                    return supports, F, gap, n_iter, True, n_pass, True
                 if gap < best_gap:
                     best_gap, best_value, best = gap, F, sp.copy(supports)
             if n_iter >= max_iter:
@@ -248,8 +261,8 @@ def _ipm(sigma, u, lam, forward, Y0, tol, max_iter, free):
                 break
     # the one uncertified exit: the best certified supports so far, or the warm start
     if best_value == _INF:
-        return Y0.copy(), best_value, best_gap, n_iter, False, n_pass
-    return sp.dense(best, K), best_value, best_gap, n_iter, False, n_pass
+        return supports, best_value, best_gap, n_iter, False, n_pass, False
+    return best, best_value, best_gap, n_iter, False, n_pass, True
 
 
 @njit(cache=True, error_model="numpy")
