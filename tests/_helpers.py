@@ -98,6 +98,58 @@ def count_default_augmentation(monkeypatch, views):
 
 
 # ----- the pseudo-label solvers (tests/test_solvers.py, tests/test_kernels.py) ----------------
+#: probabilities as a network gives them (most rows confident), as rows of a random softmax,
+#: with exact ties, with exact zeros; HARD: the instances the solvers are checked on
+F64 = torch.float64
+
+
+def realistic_probs(n, k, seed, lam_conf=6.0):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(n, k, generator=g, dtype=F64)
+    winner = torch.randint(0, k, (n,), generator=g)
+    confident = torch.rand(n, generator=g) < 0.8
+    logits[torch.arange(n), winner] += torch.where(confident, lam_conf, 1.0).to(F64)
+    return torch.softmax(logits, dim=1)
+
+
+def random_probs(n, k, seed, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(scale * torch.randn(n, k, generator=g, dtype=F64), dim=1)
+
+
+def tied_probs(n, k, seed):
+    """Exact ties between each row's two leading classes (and duplicated rows)."""
+    P = realistic_probs(n, k, seed)
+    top2 = P.topk(2, dim=1).indices
+    rows = torch.arange(n)
+    m = P.amax(dim=1)
+    P[rows, top2[:, 1]] = m
+    P = P / P.sum(dim=1, keepdim=True)
+    P[n // 2 :] = P[0]  # many identical rows, all tied
+    return P
+
+
+def zero_probs(n, k, seed):
+    """Exact zeros in sigma, one-hot rows included."""
+    g = torch.Generator().manual_seed(seed)
+    P = random_probs(n, k, seed, 2.0)
+    keep = (torch.rand(n, k, generator=g, dtype=F64) < 0.4) | (P == P.amax(1, keepdim=True))
+    P = torch.where(keep, P, 0)
+    P[: n // 10] = torch.nn.functional.one_hot(torch.arange(n // 10) % k, k).to(F64)
+    return P / P.sum(dim=1, keepdim=True)
+
+
+HARD = {
+    "realistic": lambda s: realistic_probs(250, 10, s),
+    "random": lambda s: random_probs(250, 10, s),
+    "k20": lambda s: realistic_probs(250, 20, s),
+    "ties": lambda s: tied_probs(250, 10, s),
+    "zeros": lambda s: zero_probs(250, 10, s),
+    "k2": lambda s: random_probs(250, 2, s),
+    "k2_ties": lambda s: torch.tensor([[0.5, 0.5]] * 125 + [[0.7, 0.3]] * 125, dtype=F64),
+}
+
+
 #: every (loss, fairness, method) the solvers take
 COMBOS = [
     (loss, fair, method)

@@ -75,13 +75,18 @@ def _fit_checked(X, n_clusters=3, **params):
 
 
 # ----- NaN, infinity, empty arrays -----------------------------------------------------------
-# (at fit: tests/test_clustering.py::test_bad_input_fit)
+# (in a chunk of partial_fit: tests/test_partial_fit.py::test_bad_chunk_leaves_model_unchanged)
 @pytest.mark.parametrize("value, match", [(np.nan, "NaN"), (np.inf, "infinity")])
-def test_nan_inf_rejected_at_predict(blobs, fitted, value, match):
+def test_nan_inf_rejected(blobs, fitted, value, match):
     X = blobs[0].copy()
     X[5, 1] = value
+    est = CCEClustering(n_clusters=3, **FAST)
     with pytest.raises(ValueError, match=match):
-        fitted.predict(X)
+        est.fit(X)
+    assert not hasattr(est, "labels_")
+    for method in (fitted.predict, fitted.predict_proba, fitted.score):
+        with pytest.raises(ValueError, match=match):
+            method(X)
 
 
 def test_nan_images_rejected(images, fitted_vgg4):

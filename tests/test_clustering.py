@@ -316,12 +316,10 @@ def test_verbose_progress(blobs, capsys):
     assert "fit" in loud.err
 
 
-# ----- bad input -------------------------------------------------------------------------------
+# ----- bad input (NaN and infinity: tests/test_bad_input.py::test_nan_inf_rejected) ------------
 @pytest.mark.parametrize(
     "X, error, match",
     [
-        (np.array([[0.0, np.nan]] * 10), ValueError, "NaN"),
-        (np.array([[0.0, np.inf]] * 10), ValueError, "infinity"),
         (np.zeros(10), ValueError, "2D array"),
         (np.zeros((10, 2, 2)), ValueError, "dim"),
         (np.array([["a", "b"]] * 10), ValueError, "string|float"),
@@ -378,12 +376,22 @@ def test_invalid_parameters(blobs, params):
         CCEClustering(**params).fit(blobs[0])
 
 
-def test_bad_prior(blobs):
-    X, _ = blobs
-    with pytest.raises(ValueError, match="prior must have shape"):
-        CCEClustering(n_clusters=3, prior=[0.5, 0.5], **FAST).fit(X)
-    with pytest.raises(ValueError, match="probability vector"):
-        CCEClustering(n_clusters=3, prior=[0.5, 0.5, 0.5], **FAST).fit(X)
+@pytest.mark.parametrize(
+    ("prior", "match"),
+    [
+        ([0.5, 0.5], r"prior must have shape \(3,\)"),
+        ([[0.5, 0.3, 0.2]], r"shape \(3,\)"),
+        ([0.7, 0.5, -0.2], r"probability vector .*entries \[2\] are negative, NaN or infinite"),
+        ([0.5, np.nan, 0.5], r"entries \[1\]"),
+        ([0.5, np.inf, 0.5], r"entries \[1\]"),
+        ([0.5, 0.5, 0.5], "probability vector .*sums to 1.5"),
+        (["a", "b", "c"], "prior must be None, 'auto' or an array"),
+        ("uniform", "'prior' parameter of CCEClustering must be"),
+    ],
+)
+def test_bad_prior(blobs, prior, match):
+    with pytest.raises(ValueError, match=match):
+        CCEClustering(n_clusters=3, prior=prior, **FAST).fit(blobs[0])
 
 
 # ----- images ----------------------------------------------------------------------------------

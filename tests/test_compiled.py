@@ -14,7 +14,7 @@ def _probs(n, k, seed):
     return torch.softmax(2 * torch.randn(n, k, generator=g, dtype=torch.float64), dim=1)
 
 
-@pytest.mark.parametrize("method", ["newton", "em"])
+@pytest.mark.parametrize("method", ["newton", pytest.param("em", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("fairness", ["reverse", "forward"])
 def test_torch_and_compiled_paths_agree_and_name_themselves(method, fairness, monkeypatch):
     if method == "em" and fairness == "forward":

@@ -161,6 +161,7 @@ def test_shards_partition_every_global_batch():
         assert max(sizes) - min(sizes) <= 1
 
 
+@pytest.mark.slow
 def test_global_batch_pseudo_labels_equal_one_process(ddp_run):
     from skcce._engine._step import pseudo_labels
 
@@ -176,6 +177,7 @@ def test_global_batch_pseudo_labels_equal_one_process(ddp_run):
     assert not torch.allclose(shard_only, single[:7])
 
 
+@pytest.mark.slow
 def test_ddp_fit_equals_one_process_fit(ddp_run):
     out, ranks = ddp_run
     single = CCEClustering(**PARAMS).fit(_data())
@@ -197,6 +199,7 @@ def test_ddp_fit_equals_one_process_fit(ddp_run):
     assert state["complete"] and state["fingerprint"]["world_size"] == WORLD
 
 
+@pytest.mark.slow
 def test_ddp_whitening_is_rank_zeros_and_fits_as_one_process(ddp_run):
     _, ranks = ddp_run
     single = CCEClustering(**PARAMS, whiten=True).fit(_data())
@@ -206,6 +209,7 @@ def test_ddp_whitening_is_rank_zeros_and_fits_as_one_process(ddp_run):
         np.testing.assert_array_equal(r["white_labels"], single.labels_)
 
 
+@pytest.mark.slow
 def test_ddp_resume_reaches_the_uninterrupted_ddp_model(ddp_run):
     _, ranks = ddp_run
     for r in ranks:
@@ -255,6 +259,7 @@ def _fit_in_worker(X, lam):
 
 
 # lam=1 is a poor setting (a cluster may empty, with a ConvergenceWarning) that the search rejects
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_gridsearch_n_jobs_matches_serial_and_limits_threads():
     X = _data()[:200]

@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
@@ -17,14 +16,6 @@ from skcce.cli._features_file import read_features
 from skcce.cli.cluster import cluster_main
 
 FIT = ["-k", "3", "--random-state", "0", "--device", "cpu"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

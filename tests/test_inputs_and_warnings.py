@@ -74,28 +74,6 @@ def test_init_centroid_array_likes(blobs, kind):
         np.testing.assert_array_equal(est.labels_, reference.labels_)
 
 
-@pytest.mark.parametrize(
-    ("prior", "match"),
-    [
-        ([0.5, 0.5], r"shape \(3,\)"),
-        ([[0.5, 0.3, 0.2]], r"shape \(3,\)"),
-        ([0.7, 0.5, -0.2], r"entries \[2\] are negative, NaN or infinite"),
-        ([0.5, np.nan, 0.5], r"entries \[1\]"),
-        ([0.5, np.inf, 0.5], r"entries \[1\]"),
-        ([0.5, 0.3, 0.3], "sums to 1.1"),
-        (["a", "b", "c"], "prior must be None, 'auto' or an array"),
-    ],
-)
-def test_bad_prior(blobs, prior, match):
-    with pytest.raises(ValueError, match=match):
-        CCEClustering(n_clusters=3, prior=prior, **FAST).fit(blobs)
-
-
-def test_prior_string_other_than_auto_or_estimate(blobs):
-    with pytest.raises(ValueError, match="prior"):
-        CCEClustering(n_clusters=3, prior="uniform", **FAST).fit(blobs)
-
-
 # ----- warnings point at the caller's line -------------------------------------------------
 def _collapsing():
     # two distinct rows, three clusters: a cluster stays empty, whatever the fit does

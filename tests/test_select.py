@@ -27,24 +27,21 @@ def test_agreement_is_label_permutation_invariant():
     assert agree[0] == pytest.approx(agree[1]) and agree[2] < agree[0]
 
 
-def test_partition_log_likelihood_by_hand():
+@pytest.mark.parametrize("n", [60, 9000])  # one block of rows, and several
+def test_partition_log_likelihood_by_hand(n):
     rng = np.random.default_rng(2)
-    X = rng.normal(size=(60, 3))
-    labels = [rng.integers(0, 3, 60), np.repeat([0, 1, 2], 20)]
-    got = partition_log_likelihood(lambda a, b: X[a:b], labels, 3, 60)
+    X = rng.normal(size=(n, 3))
+    labels = [rng.integers(0, 3, n), np.repeat([0, 1, 2], n // 3)]
+    asked = []
+
+    def rows(a, b):
+        asked.append(b - a)
+        return X[a:b]
+
+    got = partition_log_likelihood(rows, labels, 3, n)
+    assert sum(asked) == n and (n < 1000 or max(asked) < n)  # streamed: never all at once
     for lab, value in zip(labels, got, strict=True):
         within = sum(((X[lab == k] - X[lab == k].mean(0)) ** 2).sum() for k in range(3))
         sizes = np.bincount(lab, minlength=3)
-        mix = (sizes * np.log(sizes / 60)).sum()
-        assert value == pytest.approx(-0.5 * 60 * 3 * np.log(within / 180) + mix)
-
-
-def test_partition_log_likelihood_streams_the_rows():
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(9000, 2))
-    labels = [rng.integers(0, 4, 9000)]
-    whole = partition_log_likelihood(lambda a, b: X[a:b], labels, 4, 9000)  # 3 blocks
-    within = sum(((X[labels[0] == k] - X[labels[0] == k].mean(0)) ** 2).sum() for k in range(4))
-    sizes = np.bincount(labels[0], minlength=4)
-    expected = -0.5 * 9000 * 2 * np.log(within / 18000) + (sizes * np.log(sizes / 9000)).sum()
-    assert whole[0] == pytest.approx(expected, rel=1e-9)
+        mix = (sizes * np.log(sizes / n)).sum()
+        assert value == pytest.approx(-0.5 * n * 3 * np.log(within / (3 * n)) + mix, rel=1e-9)

@@ -271,6 +271,7 @@ def test_auto_search_compares_plain_candidates_and_whitens_the_chosen_k():
     np.testing.assert_array_equal(white.whitening_, direct.whitening_)
 
 
+@pytest.mark.slow
 def test_auto_search_with_whiten_checkpoints_and_resumes(tmp_path):
     X, _ = _sheared(n=300)
     path = tmp_path / "run.pt"
