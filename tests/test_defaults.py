@@ -93,15 +93,11 @@ def test_deep_models_resolve_to_the_deep_settings(model):
     assert flat == {"augment": None}  # a user module on 2-D features: no image augmentation
 
 
-def test_auto_init_alternates_restarts():
+def test_auto_init_starts_every_restart_from_kmeans():
     from skcce.models._defaults import restart_init
 
-    assert [restart_init("auto-kmeans", r) for r in range(4)] == [
-        "random",
-        "kmeans",
-        "random",
-        "kmeans",
-    ]
+    assert [restart_init("auto-kmeans", r) for r in range(4)] == ["kmeans"] * 4
+    assert [restart_init("random", r) for r in range(2)] == ["random"] * 2
     assert {restart_init("kmeans", r) for r in range(3)} == {"kmeans"}
     assert restart_init(np.zeros((2, 2)), 0) == "array"
 
@@ -223,7 +219,9 @@ def test_restart_with_empty_cluster_never_kept_over_one_without():
     full = np.array([[0.4, 0.3, 0.3], [0.3, 0.4, 0.3], [0.3, 0.3, 0.4]] * 4)
 
     def record(run, proba, score):
-        return Best(score, None, [{"epoch": 0}], proba, run)
+        labels = proba.argmax(axis=1)
+        sizes = np.bincount(labels, minlength=3)
+        return Best(score, None, [{"epoch": 0}], labels, run, sizes=sizes)
 
     # a lower score, but no empty cluster
     assert choose([record(0, collapsed, 2.0), record(1, full, 0.1)])[0].run == 1
@@ -243,9 +241,6 @@ def test_consensus_keeps_the_restart_the_others_agree_with():
     rng = np.random.default_rng(0)
     truth = np.repeat(np.arange(3), 20)
 
-    def proba_of(labels):
-        return np.eye(3)[labels] * 0.9 + 0.1 / 3
-
     def noisy(flips):  # the truth with ``flips`` labels changed
         labels = truth.copy()
         idx = rng.choice(len(labels), flips, replace=False)
@@ -256,7 +251,7 @@ def test_consensus_keeps_the_restart_the_others_agree_with():
     runs = [noisy(2), noisy(4), odd, noisy(3), noisy(1)]
     scores = [0.5, 0.6, 5.0, 0.4, 0.3]
     records = [
-        Best(s, None, [{}], proba_of(lab), r)
+        Best(s, None, [{}], lab, r, sizes=np.bincount(lab, minlength=3))
         for r, (lab, s) in enumerate(zip(runs, scores, strict=True))
     ]
     best, agree = choose(records)
@@ -291,7 +286,7 @@ def test_divergence_is_a_floating_point_error():
 
 
 def test_auto_kmeans_restarts_start_from_their_own_kmeans_runs():
-    """init="auto": restarts alternate random and KMeans heads, each from its own run."""
+    """init="auto": every restart starts from a KMeans head, each from its own run."""
     X = np.random.RandomState(2).randn(300, 4)
     est = CCEClustering(n_clusters=5, n_init=4, random_state=0)
     plan = est._plan(est._validate_X(X, reset=True), 5)
@@ -299,6 +294,6 @@ def test_auto_kmeans_restarts_start_from_their_own_kmeans_runs():
         plan.build(torch.Generator().manual_seed(int(s)), run=r, seed=int(s)).weight.detach()
         for r, s in enumerate(plan.seeds)
     ]
-    assert plan.build.inits == {0: "random", 1: "kmeans", 2: "random", 3: "kmeans"}
+    assert plan.build.inits == {0: "kmeans", 1: "kmeans", 2: "kmeans", 3: "kmeans"}
     assert not torch.equal(heads[1], heads[3])
     assert not torch.equal(heads[0], heads[2])

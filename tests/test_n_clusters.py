@@ -462,3 +462,17 @@ def test_auto_fits_fully_a_screened_k_that_beats_every_fully_fitted_one(monkeypa
     assert est.n_clusters_scores_[7] == 0.1  # screened out, its screening criterion kept
     assert est.n_clusters_restarts_[7] == _n_clusters.SCREEN_RESTARTS
     assert est.n_clusters_restarts_[6] == 10
+
+
+@pytest.mark.slow
+def test_auto_answers_no_more_clusters_than_the_rows_support():
+    """K is at most sqrt(n / 2): standardised iris (150 rows) is searched over 2..8 and
+    never answers the 15 it once did, whatever the range asks."""
+    from sklearn.datasets import load_iris
+    from sklearn.preprocessing import StandardScaler
+
+    X = StandardScaler().fit_transform(load_iris().data)
+    assert _n_clusters.supported_max(len(X)) == 8
+    est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 20), random_state=0).fit(X)
+    assert max(est.n_clusters_scores_) == 8
+    assert 2 <= est.n_clusters_ <= 8

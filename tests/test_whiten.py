@@ -205,7 +205,7 @@ def test_cli_whiten_flag(tmp_path):
     X, y = _sheared(n=600)
     np.save(tmp_path / "f.npy", X)
     out = tmp_path / "labels.csv"
-    common = ["-k", "3", "--random-state", "0", "--device", "cpu", "-o", str(out)]
+    common = ["-k", "3", "--random-state", "0", "--device", "cpu", "-o", str(out), "--force"]
     assert cluster_main([str(tmp_path / "f.npy"), *common, "--whiten"]) == 0
     with open(out, newline="") as handle:
         labels = np.array([int(row[1]) for row in list(csv.reader(handle))[1:]])

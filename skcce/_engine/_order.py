@@ -8,6 +8,8 @@ partitions give equal labels, as scikit-learn's clustering checks expect of a se
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -50,3 +52,22 @@ def renumber_(module: torch.nn.Module, order: np.ndarray) -> bool:
         if layer.bias is not None:
             layer.bias.copy_(layer.bias[index])
     return True
+
+
+def renumbered(best, k: int, keep: bool = False):
+    """The kept restart ``best`` (a :class:`skcce._engine._select.Best`) with its ``k``
+    clusters numbered by :func:`first_appearance`: its network's outputs, labels, sizes,
+    prior and the history's cluster sizes follow. ``keep`` (the user's centroids), or a
+    network without an :func:`output_layer`, leaves it as it is. No (N, K) array is made."""
+    order = first_appearance(best.labels, k)
+    if keep or not renumber_(best.module, order):
+        return best
+    for entry in best.history:
+        if len(entry.get("cluster_sizes", ())) == k:
+            entry["cluster_sizes"] = [entry["cluster_sizes"][j] for j in order]
+    return replace(
+        best,
+        labels=np.argsort(order)[best.labels],
+        sizes=None if best.sizes is None else np.asarray(best.sizes)[order],
+        prior=None if best.prior is None else np.asarray(best.prior)[order],
+    )

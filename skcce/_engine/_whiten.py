@@ -33,8 +33,6 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.covariance import ledoit_wolf
 
-from skcce.models._kmeans_init import n_distinct_rows
-
 #: Alternations of partition and pooled covariance (each one KMeans(n_init=10) run).
 ROUNDS = 3
 #: The rows the estimate uses at most (a random subsample of larger data).
@@ -136,7 +134,7 @@ def within_whitening(
     floor = 1e-6 * float(Z.var(axis=0).mean())
     if floor <= 0:  # every row the same: nothing to whiten
         return np.eye(Z.shape[1])
-    k = n_distinct_rows(Z, stop=n_clusters)  # KMeans needs as many distinct rows
+    k = min(n_clusters, len(np.unique(Z, axis=0)))  # KMeans needs as many distinct rows
     whitened, A = Z, np.eye(Z.shape[1])
     for round_ in range(ROUNDS):
         kmeans = KMeans(k, n_init=10, random_state=seed + round_)
