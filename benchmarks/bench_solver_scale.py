@@ -6,7 +6,7 @@ collision loss with reverse fairness (lam = 100, float32, the default tolerance 
 engine's path (:func:`skcce.solvers._solve`: no input validation), for:
 
 * **new default**: ``method="newton"``, the compiled interior point whose K x K Newton system
-  is factored densely while ``K^2 <= 24 N`` and solved matrix-free by conjugate gradients
+  is factored densely while ``K^2 <= 48 N`` and solved matrix-free by conjugate gradients
   otherwise (:mod:`skcce.solvers._kernels._schur_cg`);
 * **old default**: ``method="newton-dense"``, the same interior point with the system always
   factored densely (the default before the matrix-free system);
@@ -141,7 +141,7 @@ def report(rows, settings, ks):
         "tolerance 1e-5 (the default), from the predictions themselves (no warm start), "
         "through the engine's path (`skcce.solvers._solve`, no input validation). "
         '**new default**: `method="newton"` (interior point; its K x K Newton system factored '
-        "densely while K² ≤ 24 N, matrix-free by conjugate gradients otherwise); **old "
+        "densely while K² ≤ 48 N, matrix-free by conjugate gradients otherwise); **old "
         'default**: `method="newton-dense"` (always factored, the default before); **EM**: '
         '`method="em"` (the paper\'s, compiled). Predictions: **mixture** (softmax of a '
         "nearest-centre head on a Gaussian mixture of K centres, 64 dimensions) and **flat** "

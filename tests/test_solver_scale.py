@@ -78,13 +78,14 @@ def test_large_k_modest_n(fairness):
 
 def test_shape_rule():
     """``"newton"`` factors the system densely at small K and goes matrix-free at large K
-    (``K^2 > 24 N``): both give the same iterates up to rounding."""
+    (``K^2 > 48 N``): both give the same iterates up to rounding."""
     from skcce.solvers._kernels._interior import matrix_free
 
-    assert not matrix_free(250, 10, 0) and not matrix_free(250, 77, 0)
-    assert matrix_free(250, 78, 0) and matrix_free(4000, 1000, 0)
+    assert not matrix_free(250, 10, 0) and not matrix_free(250, 109, 0)
+    assert not matrix_free(400, 100, 0)
+    assert matrix_free(250, 110, 0) and matrix_free(1200, 300, 0) and matrix_free(4000, 1000, 0)
     assert matrix_free(250, 10, 2) and not matrix_free(4000, 1000, 1)
-    probs = mixture_probs(400, 120, seed=3)
+    probs = mixture_probs(400, 150, seed=3)
     auto = solve_pseudo_labels(probs, lam=100.0)
     cg = solve_pseudo_labels(probs, lam=100.0, method="newton-cg")
     assert auto.method == "newton" and auto.converged

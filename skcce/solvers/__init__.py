@@ -10,12 +10,13 @@ Given predictions ``probs`` :math:`\sigma` (N, K), :func:`solve_pseudo_labels` m
     For the collision loss on CPU (and CUDA, solved on the host), a compiled primal-dual
     interior point with column generation (:mod:`skcce.solvers._kernels._interior`): each row
     keeps the few classes it may use, and each iteration solves one K x K Newton system on
-    the column sums. That system is factored densely while ``K^2 <= 24 N`` and otherwise
+    the column sums. That system is factored densely while ``K^2 <= 48 N`` and otherwise
     solved matrix-free by preconditioned conjugate gradients
     (:mod:`skcce.solvers._kernels._schur_cg`), whose products cost O(N + K) instead of the
-    factorisation's O(K^3): conjugate gradients take at most K products, each a pass over the
-    rows' N x 8 support entries, so the rule picks them when even that worst case is cheaper
-    than the factorisation's K^3 / 3. Every iteration then costs O(N x support + K x
+    factorisation's O(K^3): an iteration solves the system twice (predictor and corrector),
+    conjugate gradients take at most K products a solve, each a pass over the rows' N x 8
+    support entries, and the rule picks them when even that worst case (2 K x 8 N) is cheaper
+    than one factorisation (K^3 / 3). Every iteration then costs O(N x support + K x
     products) and each certificate one pass over the N x K predictions. Elsewhere (the
     reverse loss, ``SKCCE_SOLVER=torch``, or a compiled run that does not certify):
     semismooth Newton on the K-dimensional concave dual (:mod:`skcce.solvers._newton`); the

@@ -270,13 +270,14 @@ def matrix_free(N, K, schur):
     """Whether the Newton system is solved matrix-free (:mod:`._schur_cg`) rather than by a
     dense Cholesky factorisation: ``schur`` 2 (always), 1 (never) or 0 (the rule).
 
-    The rule compares the two solves' costs on the problem's shape: factoring the K x K
-    Schur complement costs K^3 / 3 multiply-adds each iteration, while conjugate gradients
-    take at most K products (they end in K steps), each a pass over the rows' support arrays
+    The rule compares the two solves' costs per iteration on the problem's shape: factoring
+    the K x K Schur complement costs K^3 / 3 multiply-adds (once for both directions), while
+    conjugate gradients solve it twice (predictor and corrector) in at most K products each
+    (they end in K steps), a product being a pass over the rows' support arrays
     (N x :data:`._supports.WIDTH` entries); the matrix-free solve is chosen when even that
-    worst case is cheaper, ``K^2 > 3 WIDTH N``."""
+    worst case is cheaper: ``K^3 / 3 > 2 K N WIDTH``, i.e. ``K^2 > 6 WIDTH N = 48 N``."""
     if schur == 0:
-        return K * K > 3 * sp.WIDTH * N
+        return K * K > 6 * sp.WIDTH * N
     return schur == 2
 
 
