@@ -933,14 +933,16 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
         The kept network's clusters are numbered by their first training row
         (:mod:`skcce._engine._order`), so equal partitions get equal labels; with ``init``
-        centroids they keep the centroids' order."""
+        centroids they keep the centroids' order. The kept restart's training labels are
+        renumbered in place of the network's outputs: no (N, K) array is made."""
         k = plan.cfg.n_clusters
-        labels = best.proba.argmax(axis=1)
+        labels = best.labels
         order = first_appearance(labels, k)
         centroids = plan.build.inits.get(best.run) == "array"
         if not centroids and renumber_(best.module, order):
             labels = np.argsort(order)[labels]
-            best = replace(best, proba=best.proba[:, order], prior=_reorder(best.prior, order))
+            sizes = None if best.sizes is None else best.sizes[order]
+            best = replace(best, labels=labels, sizes=sizes, prior=_reorder(best.prior, order))
             for entry in best.history:
                 if len(entry.get("cluster_sizes", ())) == k:
                     entry["cluster_sizes"] = [entry["cluster_sizes"][j] for j in order]
@@ -990,7 +992,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             return
         collapsed = [
             r.run + 1 for r in finished if any(a.size for a in small_clusters(
-                r.proba.argmax(axis=1), k, r.prior))
+                r.labels, k, r.prior))
         ]  # fmt: skip
         inits = {plan.build.inits.get(r.run, "random") for r in finished}
         used = {

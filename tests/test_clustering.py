@@ -128,19 +128,17 @@ def test_no_global_seeding(blobs):
 
 @pytest.mark.parametrize("verbose", [0, 1])  # restarts batched (0) and one by one (1)
 def test_n_init_keeps_best_score(blobs, monkeypatch, verbose):
-    import skcce._engine._batched as batched
-    import skcce._engine._train as single
+    import skcce._engine._inference as inference
 
     X, _ = blobs
     seen = []
-    original = single.mutual_information
+    original = inference._score  # each restart's score, from its streamed statistics
 
-    def record(proba):
-        seen.append(original(proba))
+    def record(*statistics):
+        seen.append(original(*statistics))
         return seen[-1]
 
-    for mod in (single, batched):
-        monkeypatch.setattr(mod, "mutual_information", record)
+    monkeypatch.setattr(inference, "_score", record)
     est = CCEClustering(n_clusters=3, random_state=0, max_epochs=1, n_init=3, verbose=verbose)
     est.fit(X)
     assert len(seen) == 3

@@ -9,7 +9,7 @@ from sklearn.datasets import make_blobs
 from skcce._engine._callbacks import Callback, RunResult
 from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import Context
-from skcce._engine._inference import infer_proba, infer_proba_sharded
+from skcce._engine._inference import infer_labels, infer_labels_sharded, infer_proba, span_rows
 from skcce._engine._preprocess import detect_layout, prepare, sample_shape
 from skcce._engine._select import Best
 from skcce._engine._step import pseudo_labels
@@ -124,8 +124,13 @@ def test_run_single_result_and_callback_order(data):
     )
     assert isinstance(result, RunResult) and not result.interrupted
     assert [h["epoch"] for h in result.history] == [0, 1]
-    assert result.proba.shape == (200, K)
-    assert result.score == mutual_information(result.proba)
+    # labels, sizes and score, no (N, K) probabilities; the score bit for bit the metric's
+    proba = infer_proba(result.module, data, prepared.inputs, torch.device("cpu"))
+    assert result.labels.shape == (200,) and result.labels.dtype == np.int64
+    np.testing.assert_array_equal(result.labels, proba.argmax(axis=1))
+    assert result.sizes.tolist() == np.bincount(result.labels, minlength=K).tolist()
+    assert result.score == mutual_information(proba)
+    assert not hasattr(result, "proba")
     epoch = [("epoch_begin", 0, 0), *[("batch",)] * 4, ("epoch_end", 0, 1, 1)]
     later = [("epoch_begin", 0, 1), *[("batch",)] * 4, ("epoch_end", 0, 2, 2)]
     assert recorder.events == [("run_begin", 0, 0), *epoch, *later]
@@ -134,7 +139,8 @@ def test_run_single_result_and_callback_order(data):
 def test_run_single_is_deterministic_per_seed(data):
     prepared = prepare(data, "linear")
     a, b = (run_single(data, prepared, _config(), _build, 3, 0, ctx=Context()) for _ in "ab")
-    np.testing.assert_array_equal(a.proba, b.proba)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    assert a.score == b.score
 
 
 def test_interrupt_ends_the_run_at_the_last_completed_epoch(data):
@@ -145,7 +151,8 @@ def test_interrupt_ends_the_run_at_the_last_completed_epoch(data):
     )  # fmt: skip
     two = run_single(data, prepared, _config(max_epochs=2), _build, 5, 0, ctx=Context())
     assert cut.interrupted and len(cut.history) == 2
-    np.testing.assert_array_equal(cut.proba, two.proba)
+    np.testing.assert_array_equal(cut.labels, two.labels)
+    assert cut.score == two.score
 
 
 def test_interrupt_before_any_epoch_gives_an_empty_result(data):
@@ -154,14 +161,15 @@ def test_interrupt_before_any_epoch_gives_an_empty_result(data):
         data, prepared, _config(), _build, 5, 0, ctx=Context(),
         callbacks=[Recorder(stop_at_epoch=0)],
     )  # fmt: skip
-    assert result.interrupted and result.history == [] and result.proba is None
+    assert result.interrupted and result.history == [] and result.labels is None
 
 
 def test_record_of_a_restart_needs_a_completed_epoch():
     module = torch.nn.Linear(1, 1)
-    proba = np.full((2, 2), 0.5)
-    record = Best.of(RunResult(1, module, [{}], proba, 0.2))
+    labels, sizes = np.array([0, 0]), np.array([2, 0])
+    record = Best.of(RunResult(1, module, [{}], labels, 0.2, sizes=sizes))
     assert (record.run, record.score, record.module) == (1, 0.2, module)
+    assert record.labels is labels and record.sizes is sizes
     assert Best.of(RunResult(2, module, [], None, None, True)) is None
 
 
@@ -186,10 +194,26 @@ def test_sharded_inference_with_one_process_is_plain_inference(data):
     prepared = prepare(data, "linear")
     module = _build(torch.Generator().manual_seed(0))
     cpu = torch.device("cpu")
-    np.testing.assert_array_equal(
-        infer_proba_sharded(module, data, prepared.inputs, cpu, Context(), K),
-        infer_proba(module, data, prepared.inputs, cpu),
-    )
+    labels, score = infer_labels_sharded(module, data, prepared.inputs, cpu, Context(), K)
+    proba = infer_proba(module, data, prepared.inputs, cpu)
+    np.testing.assert_array_equal(labels, proba.argmax(axis=1))
+    assert score == mutual_information(proba)
+    assert score == infer_labels(module, data, prepared.inputs, cpu)[1]
+
+
+def test_streamed_labels_at_many_clusters_match_the_whole_array():
+    # beyond 128 clusters the spans are shorter than the metric's blocks: the same labels,
+    # the score to rounding, and the spans' batches those of one pass over the whole array
+    k = 300
+    assert span_rows(k) % 1024 == 0 and span_rows(k) * k * 8 <= 1 << 26
+    X = np.random.default_rng(0).normal(size=(2 * span_rows(k) + 77, 4)).astype(np.float32)
+    prepared = prepare(X, "linear")
+    module = build_model("linear", (4,), k, generator=torch.Generator().manual_seed(0))
+    cpu = torch.device("cpu")
+    labels, score = infer_labels(module, X, prepared.inputs, cpu)
+    proba = infer_proba(module, X, prepared.inputs, cpu)
+    np.testing.assert_array_equal(labels, proba.argmax(axis=1))
+    assert abs(score - mutual_information(proba)) < 1e-12
 
 
 def test_one_device_resolver():

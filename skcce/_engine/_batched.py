@@ -35,13 +35,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from skcce._engine._callbacks import EpochEnd, RunResult
-from skcce._engine._inference import infer_proba
+from skcce._engine._callbacks import EpochEnd, RunResult, cluster_sizes
+from skcce._engine._inference import infer_labels
 from skcce._engine._preprocess import is_memory_mapped
 from skcce._engine._step import _forward, _scale_rows, host_probs, solve_rows
 from skcce._engine._train import make_optimizer, make_tracker
 from skcce.losses import ROW_VALUES, _kl_term, _network_loss_grad
-from skcce.metrics import mutual_information
 from skcce.solvers import _compiled, _transfer
 
 #: the largest normalised copy of flat training data a batched fit keeps (bytes, float32)
@@ -324,9 +323,12 @@ def _epoch(batched, source, generators, epoch):
 def run_batched(X, prepared, cfg, build, seeds, runs, *, callbacks=()):
     """Train restarts ``runs`` (seeds ``seeds[r]``) together; one RunResult per restart.
 
-    The restarts are those :func:`skcce._engine._train.run_single` would train, built by the
-    same ``build`` from the same seeds and shuffled by the same generators; each result's
-    ``history`` entry ``time`` is the wall time of the epoch of all restarts together.
+    Each result carries the restart's training labels, cluster sizes and label-free score
+    (:func:`skcce._engine._inference.infer_labels`, one streaming pass per restart), never
+    the (N, K) probabilities. The restarts are those :func:`skcce._engine._train.run_single`
+    would train, built by the same ``build`` from the same seeds and shuffled by the same
+    generators; each result's ``history`` entry ``time`` is the wall time of the epoch of all
+    restarts together.
     Ctrl-C ends every restart at the end of the last completed epoch (the last result says
     ``interrupted``).
 
@@ -388,9 +390,12 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
     for i, (r, module) in enumerate(zip(runs, modules, strict=True)):
         module.to(cfg.device).load_state_dict(done[0][i])
         history = histories[i][: done[1]]
-        proba = infer_proba(module, X, prepared.inputs, cfg.device, normalised=source.table)
-        score = mutual_information(proba)
+        labels, score = infer_labels(
+            module, X, prepared.inputs, cfg.device, n_clusters=cfg.n_clusters,
+            normalised=source.table,
+        )  # fmt: skip
         last = interrupted and i == len(runs) - 1  # the caller stops at an interrupted run
         prior = None if done[2][i] is None else batched.tracker.prior_of(i, done[2][i])
-        results.append(RunResult(r, module, history, proba, score, last, prior))
+        sizes = cluster_sizes(labels, cfg.n_clusters)
+        results.append(RunResult(r, module, history, labels, score, last, prior, sizes))
     return results

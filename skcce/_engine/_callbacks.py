@@ -38,19 +38,34 @@ class EpochEnd:
 class RunResult:
     """What one restart (:func:`skcce._engine._train.run_single`) returns.
 
-    ``history`` lists its completed epochs; ``proba`` (training-set soft assignments) and
-    ``score`` (their label-free mutual information) are None when no epoch completed;
-    ``interrupted``: Ctrl-C ended it (the module holds the last completed epoch); ``prior``:
-    the class prior in force at its end (None: uniform).
+    ``history`` lists its completed epochs; ``labels`` (the training rows' clusters, the
+    argmax of the network's soft assignments, int64 of shape (N,)), ``score`` (the soft
+    assignments' label-free mutual information) and ``sizes`` (training rows per cluster,
+    int64 of shape (K,)) are None when no epoch completed: the restart keeps no (N, K)
+    probabilities (:func:`skcce._engine._inference.infer_labels` computes all three in one
+    streaming pass); ``interrupted``: Ctrl-C ended it (the module holds the last completed
+    epoch); ``prior``: the class prior in force at its end (None: uniform).
     """
 
     run: int
     module: torch.nn.Module
     history: list
-    proba: np.ndarray | None
+    labels: np.ndarray | None
     score: float | None
     interrupted: bool = False
     prior: np.ndarray | None = None
+    sizes: np.ndarray | None = None
+
+
+def cluster_sizes(labels, n_clusters) -> np.ndarray:
+    """Rows per cluster of a labelling, int64 of shape (n_clusters,).
+
+    Examples
+    --------
+    >>> cluster_sizes(np.array([0, 0, 2]), 4).tolist()
+    [2, 0, 1, 0]
+    """
+    return np.bincount(np.asarray(labels), minlength=n_clusters).astype(np.int64)
 
 
 def empty_clusters(labels, n_clusters, prior=None) -> np.ndarray:

@@ -22,8 +22,8 @@ import os
 import numpy as np
 import torch
 
-from skcce._engine._callbacks import Callback, EpochEnd, RunResult
-from skcce._engine._inference import infer_proba_sharded
+from skcce._engine._callbacks import Callback, EpochEnd, RunResult, cluster_sizes
+from skcce._engine._inference import infer_labels_sharded
 from skcce._engine._io import atomic_write
 from skcce._engine._select import Best
 
@@ -163,15 +163,18 @@ class Resume:
         return [] if best is None else [best]
 
     def finished(self, build, X, inputs, device, ctx, n_clusters) -> list[Best]:
-        """The checkpoint's finished restarts, rebuilt (network on ``device`` and its
-        training-set probabilities)."""
+        """The checkpoint's finished restarts, rebuilt: the network on ``device`` and its
+        training labels and cluster sizes (one streaming pass, no (N, K) array); the score
+        is the one the checkpoint stored."""
         out = []
         for score, weights, history, run, *prior in self.finished_records():
             module = build(torch.Generator().manual_seed(int(self.seeds[run])))
             module.load_state_dict(weights)
             module.to(device)
-            proba = infer_proba_sharded(module, X, inputs, device, ctx, n_clusters)
-            out.append(Best(score, module, history, proba, run, *prior))
+            labels, _ = infer_labels_sharded(module, X, inputs, device, ctx, n_clusters)
+            prior = prior[0] if prior else None
+            sizes = cluster_sizes(labels, n_clusters)
+            out.append(Best(score, module, history, labels, run, prior, sizes))
         return out
 
 

@@ -33,14 +33,20 @@ from skcce._engine._callbacks import RunResult, empty_clusters
 @dataclass
 class Best:
     """A completed restart, a candidate for the fitted attributes (:func:`choose` picks the
-    one kept)."""
+    one kept).
+
+    ``labels``: the training rows' clusters (int, shape (N,)); ``sizes``: rows per cluster
+    (shape (K,), needed by :func:`choose`); ``score``: the label-free mutual information of
+    the training-set soft assignments. No (N, K) probabilities are kept.
+    """
 
     score: float
     module: torch.nn.Module
     history: list
-    proba: np.ndarray
+    labels: np.ndarray
     run: int
     prior: np.ndarray | None = None  # in force at the end of the restart (None: uniform)
+    sizes: np.ndarray | None = None  # rows per cluster, (K,)
 
     @classmethod
     def of(cls, result: RunResult) -> Best | None:
@@ -48,8 +54,9 @@ class Best:
         if not result.history:
             return None
         return cls(
-            result.score, result.module, result.history, result.proba, result.run, result.prior
-        )
+            result.score, result.module, result.history, result.labels, result.run,
+            result.prior, result.sizes,
+        )  # fmt: skip
 
 
 #: Restarts needed for the consensus rule (with two, each agrees with the other equally).
@@ -159,14 +166,15 @@ def partition_log_likelihood(rows, labels: list, n_clusters: int, n_samples: int
 
 
 def choose(finished: list, fit=None) -> tuple[Best | None, np.ndarray]:
-    """The restart to keep among ``finished`` (records with ``proba`` and ``score``).
+    """The restart to keep among ``finished`` (records with ``labels``, ``sizes`` and
+    ``score``).
 
     Parameters
     ----------
     finished : list of Best
-        Every completed restart of the fit (in run order). Clusters of zero ``prior`` (a
-        record's prior at the end of its restart) are meant to stay empty and do not count
-        as empty.
+        Every completed restart of the fit (in run order); the number of clusters is the
+        length of their ``sizes``. Clusters of zero ``prior`` (a record's prior at the end of
+        its restart) are meant to stay empty and do not count as empty.
     fit : callable, optional
         ``fit(labels_list) -> ndarray``: the partitions' :func:`partition_log_likelihood`
         (None: agreement alone).
@@ -181,8 +189,8 @@ def choose(finished: list, fit=None) -> tuple[Best | None, np.ndarray]:
     """
     if not finished:
         return None, np.zeros(0)
-    labels = [record.proba.argmax(axis=1) for record in finished]
-    k = finished[0].proba.shape[1]
+    labels = [record.labels for record in finished]
+    k = len(finished[0].sizes)
     empties = np.array(
         [empty_clusters(lab, k, r.prior).size for lab, r in zip(labels, finished, strict=True)]
     )
@@ -209,7 +217,7 @@ def choose_restart(finished: list, X, inputs, features: bool):
         def rows(start, stop):
             return inputs.raw(X, slice(start, stop), cpu).numpy()
 
-        k = finished[0].proba.shape[1] if finished else 0
+        k = len(finished[0].sizes) if finished else 0
 
         def fit(labels):
             return partition_log_likelihood(rows, labels, k, len(X))

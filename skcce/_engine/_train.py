@@ -3,8 +3,9 @@
 :func:`run_single` is the engine's "single run", in the manner of scikit-learn's
 ``_kmeans_single_lloyd``: it builds the network from a seed, resumes it when asked, trains
 it for ``cfg.max_epochs`` epochs of :func:`skcce._engine._step.train_step`, and returns a
-:class:`~skcce._engine._callbacks.RunResult` (history, training-set probabilities, label-free
-score, interrupted or not). Nothing here validates user input (the estimator does).
+:class:`~skcce._engine._callbacks.RunResult` (history, training-set labels and cluster
+sizes, label-free score, interrupted or not; computed in one streaming pass, without the
+(N, K) probabilities). Nothing here validates user input (the estimator does).
 
 Batches are copied from the user's array and moved to the device one at a time. With one
 process, Ctrl-C during a run ends it at the end of its last completed epoch (the result says
@@ -20,12 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from skcce._engine._callbacks import EpochEnd, RunResult
+from skcce._engine._callbacks import EpochEnd, RunResult, cluster_sizes
 from skcce._engine._checkpoint import cpu_state
-from skcce._engine._inference import infer_proba_sharded
+from skcce._engine._inference import infer_labels_sharded
 from skcce._engine._prior import PriorTracker
 from skcce._engine._step import Step, train_step
-from skcce.metrics import mutual_information
 
 
 class FitInterruptedWarning(UserWarning):
@@ -210,7 +210,8 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
             module.load_state_dict(weights)
     if not history:
         return RunResult(run, module, history, None, None, interrupted=True)
-    proba = infer_proba_sharded(module, X, prepared.inputs, cfg.device, ctx, cfg.n_clusters)
-    score = mutual_information(proba)
+    k = cfg.n_clusters
+    labels, score = infer_labels_sharded(module, X, prepared.inputs, cfg.device, ctx, k)
     prior = step.tracker.prior_of(0, step.tracker.mass[0])
-    return RunResult(run, module, history, proba, score, stopped is not None, prior)
+    sizes = cluster_sizes(labels, k)
+    return RunResult(run, module, history, labels, score, stopped is not None, prior, sizes)
