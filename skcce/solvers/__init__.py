@@ -90,10 +90,10 @@ def solve_pseudo_labels(
         Class prior ``u`` (a distribution; zeros allowed); uniform when None.
     loss : {"collision", "shannon", "reverse"}, default="collision"
         Cross-entropy term :math:`H_2(y,\sigma)`, :math:`H(y,\sigma)` or :math:`H(\sigma,y)`.
-    method : {"auto", "newton", "newton-cg", "newton-dense", "em", "pgd", "sinkhorn"}, \
-default="auto"
-        See the module docstring. "auto" is "newton" for the collision and reverse losses and
-        "pgd" for the Shannon loss.
+    method : str, default="auto"
+        One of "auto", "newton", "newton-cg", "newton-dense", "em", "pgd", "sinkhorn" (see the
+        module docstring). "auto" is "newton" for the collision and reverse losses and "pgd"
+        for the Shannon loss.
     init : array-like of shape (N, K), optional
         Warm start for "em" and "pgd" (rows on the simplex), and the starting dual variables of
         "newton" (through its column sums). Default: ``probs``.
