@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -24,7 +24,7 @@ from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
 from skcce._engine._inference import infer_proba
-from skcce._engine._order import first_appearance, renumber_
+from skcce._engine._order import renumbered
 from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
 from skcce._engine._restarts import run_restarts
 from skcce._engine._select import choose_restart
@@ -72,275 +72,119 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     r"""Self-labeled clustering with the collision cross-entropy (Zhang & Boykov).
 
     Trains a clustering network (a linear head by default) by the self-labeling loop of the
-    supplement's Algorithm 1: for every mini-batch, the soft pseudo-labels ``Y`` are solved
-    exactly for the batch objective
-
-    .. math::  \sum_i H_2(y_i, \sigma_i) + \lambda\, KL(u \| \bar y)
-
+    supplement's Algorithm 1: for every mini-batch the soft pseudo-labels ``Y`` are solved
+    exactly for :math:`\sum_i H_2(y_i, \sigma_i) + \lambda\, KL(u \| \bar y)`
     (:func:`skcce.solvers.solve_pseudo_labels`; :math:`H_2(y,\sigma) = -\ln y^\top\sigma`),
-    then one optimiser step is taken on the network loss
-    :math:`\overline{H_2(y, \sigma)} + w_f\, KL(u \| \bar\sigma)`.
+    then one optimiser step is taken on
+    :math:`\overline{H_2(y, \sigma)} + w_f\, KL(u \| \bar\sigma)`. Every ``"auto"`` value is
+    resolved at fit time as stated below; why each is what it is: docs/design/.
 
     Parameters
     ----------
     n_clusters : int or "auto", default=10
-        Number of clusters K. ``"auto"``: chosen from the data, among ``n_clusters_range``
-        (one fit per K, each with 10 restarts for the linear head and 3 for a deep model
-        with ``n_init="auto"``; the K whose kept partition is the most reproducible across
-        restarts and the most confident, see ``n_clusters_scores_``). The candidates train
-        for half of ``max_epochs`` (at least 40 optimiser steps; the whole training on data
-        of a few batches), then the chosen K is fitted with the whole training as a direct
-        fit with these parameters; the cost is measured in docs/benchmarks.md
-        (``bench_select_k``). Above 5 000 samples the candidates are fitted on a random
-        sample of 5 000 rows (drawn with ``random_state``) and the chosen K on all the rows.
-        On a long range (the default's 19 K) every K is first screened with 4 restarts and
-        only the 4 best are fitted with all of theirs (``skcce._n_clusters.screening``).
+        Number of clusters K. ``"auto"``: the K of ``n_clusters_range`` whose fit is the most
+        reproducible across restarts and the most confident (``n_clusters_scores_``); K
+        never exceeds :math:`\sqrt{n/2}` (docs/design/009-choosing-k.md).
     n_clusters_range : tuple of (int, int), default=(2, 20)
-        The smallest and largest K that ``n_clusters="auto"`` tries (ignored for an integer
-        ``n_clusters``; like ``ngram_range`` and ``feature_range`` elsewhere in scikit-learn,
-        one parameter holds both ends). The upper end is clipped to the number of distinct
-        samples. With a lower end of 1, K = 1 is the answer when no K shows structure;
-        otherwise a :class:`~skcce.NoStructureWarning` says so.
+        Smallest and largest K that ``n_clusters="auto"`` tries.
     lam : float, default=100.0
-        Fairness weight λ of the pseudo-label step, in the summed-rows convention of
-        :mod:`skcce.losses` (the paper's λ = 100 with batches of 250; the averaged-loss
-        equivalent is ``lam / batch_size``).
+        Fairness weight λ of the pseudo-label step, summed over a batch's rows (the
+        averaged-loss equivalent is ``lam / batch_size``).
     fairness : {"reverse", "forward"}, default="reverse"
-        ``"reverse"``: :math:`KL(u\|\bar y)`, the paper's strong fairness (loss (b));
-        ``"forward"``: :math:`KL(\bar y\|u)` (loss (a)).
+        :math:`KL(u\|\bar y)` (the paper's loss (b)) or :math:`KL(\bar y\|u)` (loss (a)).
     loss : {"collision", "shannon", "reverse"}, default="collision"
-        Cross-entropy used in both steps: collision :math:`H_2(y,\sigma)`; Shannon
-        :math:`H(y,\sigma)` and reverse :math:`H(\sigma,y)` for the paper's comparisons.
+        Cross-entropy of both steps; Shannon and reverse are the paper's comparisons.
     prior : "auto", "estimate", None or array-like of shape (n_clusters,), default="auto"
-        Class prior ``u`` of the fairness terms (the cluster proportions they pull
-        towards). None: uniform, the paper's balanced clusters. ``"estimate"``: the
-        proportions are estimated during training (an online mean of the pseudo-labels
-        over the last epoch, at least ``min(1 %, 0.5 / n_clusters)`` a cluster:
-        :mod:`skcce._engine._prior`), for classes of unequal sizes. ``"auto"``: restarts
-        alternate between the uniform prior (the first, so a single restart is uniform)
-        and ``"estimate"``, and the restarts are compared as ``n_init`` says: measured
-        on 18 data sets it is above or close to KMeans on more of them than either prior
-        alone, but below the uniform prior on balanced digits (docs/user_guide.md,
-        "Imbalanced classes"; docs/benchmarks.md, ``bench_ordinary``). An array: the
-        proportions of the cluster
-        *sizes*, a multiset: which cluster gets which value is decided during training, by
-        rank of the clusters' current mass (the largest value to the largest cluster).
-        ``prior_`` is the prior in force at the end of the kept restart.
+        Cluster proportions ``u`` the fairness terms pull towards. None: uniform.
+        ``"estimate"``: estimated during training. ``"auto"``: restarts alternate uniform
+        (the first) and estimated. An array: cluster sizes, matched to clusters by mass.
     fairness_weight : float, default=1.3
-        Weight :math:`w_f` of the fairness term on the mean prediction in the network loss
-        (supplement 4.2: "1.3 as the weight of fairness term"). 0 gives the bare Algorithm 1.
+        Weight :math:`w_f` of the fairness term of the network loss (supplement 4.2).
     model : {"linear", "vgg4", "resnet18"}, torch.nn.Module or callable, default="linear"
-        The network: a linear head on 2-D features, the supplement's VGG-4 or a ResNet-18 on
-        images, a module mapping a batch to K logits, or a factory
-        ``f(input_shape, n_clusters) -> nn.Module``.
+        A linear head on 2-D features, the supplement's VGG-4 or a ResNet-18 on images, a
+        module mapping a batch to K logits, or ``f(input_shape, n_clusters) -> nn.Module``.
     init : {"auto", "random", "kmeans"} or array-like, default="auto"
-        Initial linear head (an array: centroids of shape (n_clusters, n_features)).
-        ``"random"``: Kaiming-normal weights, zero bias (supplement
-        4.2). ``"kmeans"``: k-means++ seeds and at most 10 Lloyd iterations on a random
-        subsample (5000 rows, at least 100 a cluster) in the normalised input space,
-        then weights :math:`s c_k` and biases :math:`-s\|c_k\|^2/2`, so that the softmax
-        starts as the soft KMeans
-        assignment (:mod:`skcce.models._kmeans_init`); every restart draws its own
-        subsample and seeds. An array: these centroids, in the units of X. ``"auto"``:
-        for the linear head, restarts alternate between ``"random"`` (the first, so a
-        single restart is the random head) and ``"kmeans"``, and the comparison of the
-        restarts picks (see ``n_init``; all ``"random"`` when X holds fewer distinct rows
-        than clusters); the ``"kmeans"`` restarts all start from the best (lowest inertia)
-        of their own KMeans runs, as ``KMeans(n_init)`` keeps its best run (the candidates
-        of ``n_clusters="auto"`` keep one run each); ``"random"`` for every other model.
-        The measurements behind this choice are in docs/benchmarks.md
-        (``bench_embeddings``, ``bench_vs_kmeans``, ``bench_ordinary``).
-        ``"kmeans"`` or an array with a non-linear model is a ``ValueError``.
+        Initial linear head. ``"kmeans"`` (``"auto"`` on the linear head): every restart
+        starts as the soft assignment of its own k-means++ and Lloyd run. ``"random"``
+        (``"auto"`` on other models): Kaiming-normal weights. An array: centroids.
     whiten : bool or float in [0, 1], default=False
-        Linear head only: train in the geometry of the clusters' shared covariance. Before
-        training, KMeans and the pooled within-cluster covariance (Ledoit-Wolf) are
-        alternated three times on the normalised features (at most 5000 rows), and every
-        normalised row the model sees, in ``fit`` and after, is multiplied by that
-        covariance to the power ``-whiten / 2`` (``whitening_``;
-        :mod:`skcce._engine._whiten`). ``True`` (= 1) whitens fully: the boundaries a
-        Gaussian mixture with one tied covariance would draw become Euclidean ones;
-        a strength below 1 evens the directions out partly; ``False`` (= 0) leaves the
-        rows as they are. Measured on 18 data sets (docs/user_guide.md, "Elongated
-        clusters"): ``True`` adds 0.03 to 0.13 accuracy on low-dimensional data with
-        elongated clusters (anisotropic blobs, iris, breast cancer) but loses up to 0.09 on
-        embeddings and pixels whose KMeans partition is far from the classes; ``0.75``
-        kept every set within 0.005 of KMeans or above on two of four seed groups and all
-        but one or two on the others, but costs part of the margin on large balanced
-        embeddings and pixels, and on PCA-reduced embeddings. Off by default: it costs
-        three ``KMeans(n_init=10)`` fits of the sample. With ``n_clusters="auto"`` the
-        search compares its candidates without whitening and whitens the fit of the chosen
-        K. A positive value with a non-linear model is a ``ValueError``.
+        Linear head only: multiply the normalised rows by the clusters' pooled covariance
+        (estimated without labels) to the power ``-whiten / 2``; for elongated clusters.
     optimizer : {"auto", "sgd", "adam"}, default="auto"
-        Optimiser of the network step. ``"auto"``: ``"sgd"`` for the linear head,
-        ``"adam"`` for every other model (the table under "Model-aware defaults" in the
-        user guide gives every ``"auto"`` value).
+        ``"auto"``: SGD for the linear head, Adam for other models.
     learning_rate : float or "auto", default="auto"
-        Learning rate (of the head, when ``backbone_learning_rate`` is set). ``"auto"``:
-        0.5 for the linear head (the supplement uses 0.1 on ResNet-50 features; on our
-        normalised inputs 0.5 was better on digits with no loss of quality on
-        Fashion-MNIST, docs/user_guide.md, "Defaults"), 3e-4 for every other model.
+        ``"auto"``: 0.5 for the linear head, 3e-4 for other models.
     backbone_learning_rate : float, default=None
         Separate learning rate of a pretrained backbone (supplement Table 4: 1e-5).
     weight_decay : float or "auto", default="auto"
-        L2 weight decay of the optimiser. ``"auto"``: for the linear head
-        ``0.1 * min(1, n_features / 64)`` (:func:`skcce.models._defaults.linear_weight_decay`:
-        0.1 on 64 features and more, where a strong decay was the largest single improvement
-        on raw digits pixels, docs/user_guide.md, "Defaults"; less on fewer features, where
-        the normalised samples are shorter and a head needs larger weights, e.g. 0.003 on
-        2-D data), 0.01 for every other model (supplement Table 2).
+        ``"auto"``: ``0.1 * min(1, n_features / 64)`` for the linear head, 0.01 otherwise.
     batch_size : int or "auto", default="auto"
-        Mini-batch size; the pseudo-labels are solved per batch. ``"auto"``: 250 for the
-        linear head, 100 for every other model.
+        Rows per mini-batch. ``"auto"``: 250 for the linear head, 100 for other models,
+        raised to ``4 * n_clusters`` so that a batch can hold every cluster.
     max_epochs : int, default=10
         Passes over the data.
-    solver_tol : float, default=1e-5
-        Tolerance of the pseudo-label solver per batch: the relative certified duality gap
-        at which the exact methods stop (for ``solver="sinkhorn"``, the marginal violation).
-    solver_max_iter : int, default=100
-        Iteration cap of the pseudo-label solver per batch.
-    em_tol : float
-        Deprecated alias of ``solver_tol`` (FutureWarning; removed in 0.4).
-    em_max_iter : int
-        Deprecated alias of ``solver_max_iter`` (FutureWarning; removed in 0.4).
-    solver : str, default="auto"
-        ``method`` of :func:`skcce.solvers.solve_pseudo_labels` used for the pseudo-labels
-        ("auto" picks the exact solver suited to ``loss`` and ``fairness``).
+    solver_options : dict, default=None
+        Pseudo-label solver settings: ``"method"`` (default ``"auto"``, see
+        :func:`~skcce.solvers.solve_pseudo_labels`), ``"tol"`` (certified relative duality
+        gap, 1e-5) and ``"max_iter"`` (100) per batch.
     augment : "auto", None, "default" or callable, default="auto"
-        Augmentation consistency (supplement Table 4): a callable mapping a float batch
-        (B, C, H, W) in image space (uint8 images scaled to [0, 1], before normalisation) to
-        an augmented batch; "default" uses :func:`skcce.models.default_augmentation`.
-        ``"auto"``: None for the linear head and for models on 2-D features, "default" for
-        image models (None, with a warning, when torchvision is not installed).
+        Augmentation consistency (supplement Table 4). ``"auto"``: ``"default"`` for image
+        models (:func:`skcce.models.default_augmentation`), None otherwise.
     augment_weight : float, default=0.5
-        Weight of the extra cross-entropy between the augmented view and the pseudo-label.
+        Weight of the cross-entropy between an augmented view and its pseudo-label.
     n_init : int or "auto", default="auto"
-        Independent restarts. The one kept has the fewest empty clusters and, among those,
-        the best sum of ranks under two label-free criteria (:mod:`skcce._engine._select`):
-        its agreement with the other restarts (mean adjusted Rand index of the labels) and,
-        for the linear head, the classification likelihood of its partition under spherical
-        Gaussians; with fewer than 3 restarts, the highest :meth:`score` on the training
-        data. "auto": for the linear head, 10 restarts when ``n_samples < 10_000`` (small
-        data: restarts are cheap and a single linear head is sensitive to its
-        initialisation) or ``n_features < 64`` at any size (few features: ten restarts cost
-        3-6 times one, and a single restart lost to KMeans on large imbalanced blobs), and 1
-        otherwise (large embeddings or pixels: one run is already well above KMeans on
-        Fashion-MNIST and keeps the fit within KMeans(n_init=10)'s time; see
-        docs/benchmarks.md); 1 when ``init`` is an array, and 1 for every other model (a
-        restart is a whole network training). The linear head's restarts train together,
-        as one batched model (one batched product and one optimiser step for all of them,
-        their pseudo-label problems solved side by side), unless ``verbose``, ``checkpoint``,
-        an augmentation or data parallelism is in use: the same restarts as one by one (same
-        seeds, starts and shuffling; the same arithmetic up to the rounding of a batched
-        product), several times faster on small data.
+        Restarts; the kept one has the fewest empty clusters, then the best rank sum of its
+        agreement with the others and its partition's likelihood. ``"auto"``: 10 for the
+        linear head below 10 000 rows or 64 features, 1 otherwise and for other models.
     device : str, default="auto"
-        "auto" (CUDA when available, else CPU) or any torch device string.
+        ``"auto"`` (CUDA when available, else CPU) or any torch device string.
     amp : bool, default=False
-        Run the network's forward passes under bfloat16 autocast on CUDA (ignored on other
-        devices); the pseudo-labels are always solved in float64.
+        bfloat16 autocast of the network on CUDA; the pseudo-labels stay in float64.
     distributed : "auto" or bool, default="auto"
-        Data-parallel training over ``torch.distributed`` (launch with ``torchrun``; see
-        docs/distributed.md). "auto": when a process group with more than one rank is
-        initialised, the network is wrapped in ``DistributedDataParallel``, ``batch_size``
-        is the *global* batch, each rank trains on its shard of every global batch and the
-        pseudo-labels are solved exactly for the global batch (equal to those of one
-        process); CUDA devices are taken per ``LOCAL_RANK``. ``False``: every process fits
-        on its own (e.g. independent fits inside a distributed job). ``True``: like "auto",
-        but an error when no process group is initialised. Every rank must call ``fit``
-        with the same data and parameters; every rank ends with the same fitted state.
+        Data-parallel training over ``torch.distributed`` (``torchrun``), exact for the
+        global batch; ``"auto"``: when a process group is initialised (docs/distributed.md).
     checkpoint : str, path-like or None, default=None
-        File that ``fit`` writes at the end of every epoch (model, optimiser, generator
-        state, epoch, restart, history; atomically: temporary file, fsync, rename; under
-        data parallelism rank 0 writes it). When the file exists, ``fit`` resumes from it
-        and reaches the same model as an uninterrupted run; a checkpoint of a finished fit
-        is loaded without training. A checkpoint written with other settings or other data
-        raises :class:`skcce.CheckpointMismatchError` (a ``ValueError``) naming the
-        differences: delete it, or pass another path, to start afresh.
+        File written atomically at every epoch; ``fit`` resumes from it when it exists.
     n_threads : int or None, default=None
-        CPU threads for the estimator's own work in ``fit``, ``predict``, ``predict_proba``
-        and ``score``: torch's intra-op threads and the BLAS pools (threadpoolctl), set on
-        entry and restored on exit (also when the call raises). None ("auto"): 1 thread for
-        the linear head (its small products and the pseudo-label solver gain nothing from
-        more, and lose much on a shared machine), torch's current setting for every other
-        model (convolutions do use the threads). An integer is used as given, for every model.
-        The independent pseudo-label problems of restarts trained together are solved on up
-        to ``n_threads`` threads (None: torch's setting when ``fit`` is called).
+        CPU threads of ``fit``, ``predict`` and ``score``, restored on exit. None: 1 for the
+        linear head, torch's setting for other models.
     random_state : int, RandomState instance or None, default=None
-        Seeds initialisation, shuffling and restarts through a local ``torch.Generator``
-        (no global seeding). Under data parallelism rank 0's seeds are broadcast.
+        Seeds initialisation, shuffling and restarts (a local ``torch.Generator``).
     verbose : int, default=0
-        Show a tqdm progress bar when > 0 (on rank 0 only).
+        Show a tqdm progress bar when > 0.
 
     Attributes
     ----------
     labels_ : ndarray of shape (n_samples,)
-        Cluster of each training sample.
-    n_iter_ : int
-        Epochs run by the kept restart (after :meth:`partial_fit`: passes over chunks).
-    n_steps_ : int
-        Optimiser steps taken by the kept restart (one per mini-batch), or by the stream of
-        :meth:`partial_fit` calls.
+        Cluster of each training sample (of the last chunk after ``partial_fit``),
+        numbered by first appearance in the training data.
+    n_clusters_ : int
+        Number of clusters (``n_clusters``, or the K chosen by ``"auto"``).
+    n_iter_, n_steps_ : int
+        Epochs run by the kept restart; optimiser steps taken.
     history_ : list of dict
-        Per epoch of the kept restart: ``epoch``, ``loss``, ``fairness``, ``cluster_sizes``,
-        ``solver_iter``, ``solver_unconverged``, ``time`` (seconds; for restarts trained
-        together, the epoch of all of them).
+        Per epoch: ``loss``, ``fairness``, ``cluster_sizes``, ``solver_iter``,
+        ``solver_unconverged``, ``time``.
     train_score_ : float
-        :meth:`score` of the kept restart on the training data (the label-free mutual
-        information; it chooses among fewer than 3 restarts).
+        :meth:`score` of the kept restart on the training data.
     restart_agreement_ : ndarray of shape (n_completed_restarts,)
-        Each completed restart's mean adjusted Rand index with the other restarts (in run
-        order; zeros with fewer than 3 restarts): the kept restart has the highest among
-        those with the fewest empty clusters.
+        Each restart's mean adjusted Rand index with the others (zeros below 3 restarts).
     prior_ : ndarray of shape (n_clusters,)
-        The class prior in force at the end of the kept restart (uniform for
-        ``prior=None``; the user's proportions as matched to the clusters; the estimate for
-        ``prior="auto"``).
+        The class prior in force at the end of the kept restart.
     module_ : torch.nn.Module
-        The trained network (on the training device).
-    n_features_in_ : int
-        Number of features (second dimension of X) seen in fit.
-    feature_names_in_ : ndarray of shape (``n_features_in_``,)
-        Names of the features seen in fit; only when X has string column names (a
-        pandas DataFrame).
-    input_shape_ : tuple of int
-        Shape of one sample as the network sees it.
+        The trained network, on ``device_``.
+    n_features_in_, feature_names_in_, input_shape_ : int, ndarray, tuple
+        What ``fit`` saw: features, their names (DataFrames only), one sample's shape.
     device_ : torch.device
         Device the network was trained on.
     init_ : {"random", "kmeans"} or ndarray
-        The initialisation used (``init`` with "auto" resolved; the user's array as given).
+        The initialisation of the kept restart.
     whitening_ : ndarray of shape (n_features, n_features) or None
-        With a positive ``whiten``: the map applied to every normalised row (the pooled
-        within-cluster covariance to the power ``-whiten / 2``, scaled to the
-        normalisation's unit mean variance); None otherwise.
-    optimizer_ : {"sgd", "adam"}
-        The optimiser used (``optimizer`` with "auto" resolved).
-    learning_rate_ : float
-        The learning rate used.
-    weight_decay_ : float
-        The weight decay used.
-    batch_size_ : int
-        The mini-batch size used.
-    augment_ : None, "default" or callable
-        The augmentation used.
-    n_init_ : int
-        The number of restarts run.
-    n_clusters_ : int
-        The number of clusters of the fitted model (``n_clusters``, or the K chosen by
-        ``n_clusters="auto"``).
-    n_clusters_scores_ : dict of int to float
-        Only with ``n_clusters="auto"``: for every K tried, the criterion that chose among
-        them: the kept restart's agreement with the other restarts (largest mean adjusted
-        Rand index) times its label-free mutual information divided by ``log(K) ** 0.7``
-        (``skcce._n_clusters.LOG_K_POWER``; at most ``log(K) ** 0.3``); 0 when the fit at
-        K left a cluster with less than a tenth of ``n / K`` samples (above 5 000 samples,
-        of the fits on the search's sample). After a screening pass (a long range, see
-        ``n_clusters``) the K outside its 4 best keep their screening criterion (4 restarts,
-        whose agreement tends to be a little lower; ``n_clusters_restarts_`` says which);
-        the chosen K is the best of the curve and always has all its restarts. Plot it to
-        overrule the choice (fit again with an integer K).
-    n_clusters_restarts_ : dict of int to int
-        Only with ``n_clusters="auto"``: for every K of ``n_clusters_scores_``, the number
-        of restarts its criterion was measured on (4 for a K left at the screening pass,
-        the search's full number otherwise).
+        The map applied to every normalised row when ``whiten`` is positive.
+    optimizer_, learning_rate_, weight_decay_, batch_size_, augment_, n_init_
+        The resolved ``"auto"`` settings.
+    n_clusters_scores_, n_clusters_restarts_ : dict of int
+        ``n_clusters="auto"`` only: each K's criterion and the restarts behind it.
 
     See Also
     --------
@@ -349,22 +193,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     Notes
     -----
-    **Interruption.** Ctrl-C (KeyboardInterrupt) during ``fit`` stops at the end of the
-    last completed epoch: the fitted attributes describe that state (the best of the
-    finished restarts and the interrupted one), ``history_`` lists its completed epochs,
-    and a ``FitInterruptedWarning`` says how many epochs completed. With no completed
-    epoch, or under data parallelism (resume from ``checkpoint`` instead), the
-    KeyboardInterrupt propagates.
-
-    **Parallel search.** ``GridSearchCV(..., n_jobs=k)`` runs fits in joblib's loky worker
-    processes, which start with ``OMP_NUM_THREADS = max(1, cores // k)``; torch takes its
-    intra-op thread count from it, so k workers do not oversubscribe the cores
-    (docs/distributed.md).
-
-    Input normalisation is part of the estimator: 2-D features are centred per feature and
-    divided by one global standard deviation (the relative geometry of the features is
-    kept); images get per-channel mean/std normalisation (uint8 images are scaled to [0, 1]
-    first). Both are fitted in ``fit`` and reused in ``predict``.
+    Features are centred per feature and divided by one global standard deviation; images
+    get per-channel normalisation. Ctrl-C during ``fit`` keeps the last completed epoch.
 
     References
     ----------
@@ -373,17 +203,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
     Examples
     --------
-    >>> import numpy as np
     >>> from sklearn.datasets import load_digits
     >>> from skcce import CCEClustering
     >>> X, y = load_digits(return_X_y=True)
-    >>> X = X[:500]  # a small, quick example: one restart of two epochs
-    >>> cce = CCEClustering(n_clusters=10, n_init=1, max_epochs=2, random_state=0).fit(X)
-    >>> cce.labels_.shape, cce.n_iter_
-    ((500,), 2)
-    >>> proba = cce.predict_proba(X[:3])
-    >>> proba.shape, bool(np.allclose(proba.sum(axis=1), 1))
-    ((3, 10), True)
+    >>> cce = CCEClustering(n_clusters=10, n_init=1, max_epochs=2, random_state=0).fit(X[:500])
+    >>> cce.labels_.shape, cce.predict_proba(X[:3]).shape
+    ((500,), (3, 10))
     """
 
     _parameter_constraints: dict = {
@@ -619,12 +444,14 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 f"n_samples={n} should be >= n_clusters={k}: there are fewer "
                 "samples than clusters"
             )
+        prepared = prepare(X, self.model)
         settings = _defaults.resolve(  # every "auto" setting, from the model
             {key: getattr(self, key) for key in _defaults.AUTO_PARAMS},
             self.model,
             n,
             images=X.ndim > 2,  # the image layouts (2-D X is "flat")
             n_features=X.shape[1] if X.ndim == 2 else None,
+            n_clusters=k,
         )
         if k == 1:  # the restarts of one cluster are all the same
             settings["n_init"] = 1
@@ -632,7 +459,6 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         init = _defaults.check_init(settings["init"], self.init, self.model, k, X)
         ctx = resolve_distributed(self.distributed)
         device = local_device(resolve_device(self.device), ctx)
-        prepared = prepare(X, self.model)
         cfg = self._config(k, device, prepared.input_shape, settings, solve_threads, n)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(0, np.iinfo(np.int32).max, size=settings["n_init"])
@@ -823,7 +649,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             )
         settings = _defaults.resolve(
             {key: getattr(self, key) for key in _defaults.AUTO_PARAMS},
-            self.model, len(X), images=False, n_features=X.shape[1],
+            self.model, len(X), images=False, n_features=X.shape[1], n_clusters=k,
         )  # fmt: skip
         init = _defaults.check_init(settings["init"], self.init, self.model, k, X)
         init = "kmeans" if isinstance(init, str) and init == "auto-kmeans" else init
@@ -912,6 +738,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         best, agreement = choose_restart(restarts.finished, X, plan.prepared.inputs, plan.linear)
         if best is None:  # Ctrl-C before the first completed epoch
             raise KeyboardInterrupt
+        # clusters numbered by their first training row (the user's centroids keep their order)
+        best = renumbered(best, plan.cfg.n_clusters, plan.build.inits.get(best.run) == "array")
         if sk is not None:
             sk.root.call_on_fit_task_end(estimator=self, X=X)
         if restarts.interrupted:
@@ -931,21 +759,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     def _set_fitted(self, plan, best, restarts, agreement):
         """Write the fitted attributes (last: a failure before leaves no half-fitted state).
 
-        The kept network's clusters are numbered by their first training row
-        (:mod:`skcce._engine._order`), so equal partitions get equal labels; with ``init``
-        centroids they keep the centroids' order. The kept restart's training labels are
-        renumbered in place of the network's outputs: no (N, K) array is made."""
-        k = plan.cfg.n_clusters
+        ``best`` has its clusters numbered already (:func:`skcce._engine._order.renumbered`).
+        """
         labels = best.labels
-        order = first_appearance(labels, k)
-        centroids = plan.build.inits.get(best.run) == "array"
-        if not centroids and renumber_(best.module, order):
-            labels = np.argsort(order)[labels]
-            sizes = None if best.sizes is None else best.sizes[order]
-            best = replace(best, labels=labels, sizes=sizes, prior=_reorder(best.prior, order))
-            for entry in best.history:
-                if len(entry.get("cluster_sizes", ())) == k:
-                    entry["cluster_sizes"] = [entry["cluster_sizes"][j] for j in order]
         self.device_ = plan.cfg.device
         self._inputs = plan.prepared.inputs
         self.input_shape_ = plan.prepared.input_shape
@@ -1113,11 +929,6 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             )
             state["device_"] = device
         super().__setstate__(_upgrade_release_state(state))
-
-
-def _reorder(prior, order):
-    """A restart's prior (None: uniform) with its clusters renumbered by ``order``."""
-    return None if prior is None else np.asarray(prior)[order]
 
 
 def _upgrade_release_state(state):
