@@ -3,8 +3,8 @@
 The torch path (skcce.solvers._duality, _newton, _em) is the reference: the kernels'
 best responses, certificates and EM steps must agree with it to rounding, and the compiled
 solver must reach the same certified optimum (Clarabel's: tests/test_solvers.py). The
-hypothesis properties of tests/test_solvers.py run through solve_pseudo_labels with the default
-switch (skcce.solvers._compiled.DEFAULT); here the compiled path is switched on for every test
+hypothesis properties of tests/test_solvers.py run through solve_pseudo_labels on the default
+(compiled) path; here the compiled path is switched on for every test
 (the autouse fixture), the same property also runs with the torch path forced, and the engine's
 private path is checked to reach the kernels, so that both paths stay covered whatever the
 default. Cases are few and share one compilation per run (numba's on-disk cache).

@@ -10,9 +10,9 @@ place that decides, for :func:`solve`, :func:`solve_stack` and the engine. Every
 every compiled run that does not certify, goes to the torch path, which stays the reference. A
 result says which answered (``PseudoLabelResult.backend``).
 
-The switch: the environment variable ``SKCCE_SOLVER`` (read at import) is ``"compiled"`` (use
-the kernels where they apply) or ``"torch"`` (never); unset, :data:`DEFAULT` decides. Within a
-process, :func:`using` sets it for a block (the benchmarks that compare the two paths).
+The kernels are used wherever they apply; the environment variable ``SKCCE_SOLVER=torch``
+(read at import) keeps a process on the torch path. Within a process, :func:`using` sets the
+choice for a block (the benchmarks that compare the two paths).
 
 CUDA problems are solved on the host by the same kernels, with one copy each way
 (:mod:`skcce.solvers._transfer`); ``SKCCE_SOLVER=torch`` keeps them on the device (the torch
@@ -31,13 +31,9 @@ import torch
 from skcce.solvers import _em, _newton, _transfer
 from skcce.solvers._common import certified_result
 
-#: whether the compiled path is used when ``SKCCE_SOLVER`` is unset (see docs/benchmarks.md,
-#: "compile time": the default follows the measured cold compile of the default path)
-DEFAULT = True
-
 _CHOICE = os.environ.get("SKCCE_SOLVER", "").strip().lower()
-#: the resolved switch
-ENABLED = {"compiled": True, "numba": True, "torch": False}.get(_CHOICE, DEFAULT)
+#: whether the compiled path is used (everywhere it applies unless ``SKCCE_SOLVER=torch``)
+ENABLED = _CHOICE != "torch"
 
 #: the interior point's methods (how its Newton system is solved: see ``SCHUR`` of
 #: :mod:`skcce.solvers._kernels._entry`)
