@@ -713,7 +713,9 @@ def report(records, machine, plotted, spread, min_size):
             "the other factors (data kind, d, and K or n), over the cells that ran; cells past "
             "the limit are left out, so where they exist the true growth is steeper. \"CPU\": "
             "the fitting process's user + system time, all threads (less sensitive than wall "
-            "time to other jobs on a shared machine).", "",
+            "time to other jobs on a shared machine). Peak memory: a cell's peak − data of a "
+            "few MiB is within the measurement's noise (allocator caches, page granularity), "
+            "so an exponent near or below 0 there means no measurable growth.", "",
             exponents_table(exponents(records)), ""]
     for dataset in DATASETS:
         rs = sorted((r for r in recs if r["dataset"] == dataset), key=_sort_key)
