@@ -150,8 +150,9 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter, schur=0):
         How the K x K Newton system is solved (:func:`matrix_free`): 0 by the shape rule,
         1 by a dense Cholesky factorisation, 2 by preconditioned conjugate gradients
         (:mod:`._schur_cg`). The iterates, and so the result, differ only by the rounding
-        of the solves. A matrix-free solve that ends uncertified is run again with the
-        dense factorisation (counted in ``n_iter`` and ``n_pass``).
+        of the solves. A matrix-free solve that stops uncertified before ``max_iter`` (a
+        failed step) is run again with the dense factorisation (counted in ``n_iter`` and
+        ``n_pass``).
 
     Returns
     -------
@@ -180,10 +181,12 @@ def ipm_supports(sigma, u, lam, forward, Y0, tol, max_iter, schur):
     N, K = sigma.shape
     free = matrix_free(N, K, schur)
     out = _ipm(sigma, u, lam, forward, Y0, tol, max_iter, np.bool_(free))
-    if not free or out[4]:
+    if not free or out[4] or out[3] >= max_iter:
         return out
-    # uncertified with the matrix-free system (ill-conditioned: e.g. ties within rows under
-    # a strong pull): the same solve with the dense factorisation, the better result kept
+    # stopped uncertified before the cap with the matrix-free system (a failed step: an
+    # ill-conditioned system, e.g. ties within rows under a strong pull): the same solve with
+    # the dense factorisation, the better result kept. (A run that used every iteration is
+    # not repeated: the dense one would cost at least as much.)
     dense = _ipm(sigma, u, lam, forward, Y0, tol, max_iter, np.bool_(False))
     n_iter, n_pass = out[3] + dense[3], out[5] + dense[5]
     best = dense if dense[4] or dense[2] < out[2] else out
