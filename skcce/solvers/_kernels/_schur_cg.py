@@ -10,11 +10,12 @@ supports of ``m_i`` classes, against :math:`O(K^2)` to form ``S`` and :math:`O(K
 it. Conjugate gradients with the diagonal of ``S`` as preconditioner (:func:`schur_solve`)
 solve it from those products.
 
-The iteration stops at a relative residual of :data:`_RTOL`. An inexact direction never makes
-a result wrong (every iterate stays feasible and the stop is the certified gap), but the row
-blocks amplify the error of the solve: a row whose classes tie has almost no curvature of its
-own, and a looser residual (1e-6) left such problems stalled far from the optimum, where the
-dense factorisation certifies in a few iterations.
+The iteration stops at a relative residual of :data:`_RTOL`, near the working precision. An
+inexact direction never makes a result wrong (every iterate stays feasible and the stop is the
+certified gap), but the row blocks amplify the error of the solve (a row whose classes tie has
+almost no curvature of its own), and a loose solve can leave the interior point stalled far
+from the optimum. A solve that does not reach the tolerance within K products reports it, and
+the caller factors the system densely instead.
 """
 
 from __future__ import annotations
