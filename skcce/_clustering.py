@@ -23,7 +23,7 @@ from skcce._engine._callbacks import NEAR_EMPTY, ProgressBar, SklearnCallbacks, 
 from skcce._engine._device import loadable_device, resolve_device
 from skcce._engine._distributed import local_device
 from skcce._engine._distributed import resolve as resolve_distributed
-from skcce._engine._inference import infer_proba
+from skcce._engine._inference import infer_labels, infer_proba
 from skcce._engine._order import renumbered
 from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
 from skcce._engine._restarts import run_restarts
@@ -843,7 +843,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         with thread_limit(self._thread_count()):
             return self._predict_proba(X)
 
-    def _predict_proba(self, X):
+    def _checked(self, X):
+        """``(X, layout)`` of data to predict: validated, of the fitted sample shape."""
         X = self._validate_X(X, reset=False)
         layout = detect_layout(X, self.model)
         if sample_shape(X, layout) != self.input_shape_:
@@ -851,6 +852,10 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 f"X has samples of shape {sample_shape(X, layout)}, but "
                 f"{type(self).__name__} was fitted on samples of shape {self.input_shape_}"
             )
+        return X, layout
+
+    def _predict_proba(self, X):
+        X, layout = self._checked(X)
         return infer_proba(self.module_, X, self._inputs, self.device_, layout)
 
     def predict(self, X):
@@ -864,7 +869,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         -------
         labels : ndarray of shape (n_samples,)
         """
-        return self.predict_proba(X).argmax(axis=1)
+        check_is_fitted(self)
+        with thread_limit(self._thread_count()):
+            X, layout = self._checked(X)
+            # span by span: no (n_samples, n_clusters) array
+            return infer_labels(
+                self.module_, X, self._inputs, self.device_, layout, n_clusters=self.n_clusters_
+            )[0]
 
     def score(self, X, y=None):
         r"""Label-free score: mutual information between samples and clusters (nats).
@@ -949,4 +960,6 @@ def _upgrade_release_state(state):
     state["solver_options"] = options or None
     for name, default in CCEClustering._get_default_params().items():
         state.setdefault(name, default)  # a parameter added since: its default
+    if "module_" in state:  # fitted before n_clusters_ existed: an integer n_clusters
+        state.setdefault("n_clusters_", state["n_clusters"])
     return state
