@@ -435,9 +435,10 @@ def search(estimator, X) -> Search:
 
     Every K of ``n_clusters_range`` (its upper end clipped to the distinct rows and to
     :func:`supported_max`) is fitted by a clone of ``estimator`` with that K, the search's
-    restarts and epochs (:func:`restarts`, :func:`search_epochs`), without whitening, on at
-    most :data:`SEARCH_ROWS` rows; the chosen K is the best :func:`criterion`
-    (:func:`choose`). The caller then fits the chosen K on all the rows.
+    restarts and epochs (:func:`restarts`, :func:`search_epochs`), without whitening, from
+    random heads when ``init="auto"``, on at most :data:`SEARCH_ROWS` rows; the chosen K is
+    the best :func:`criterion` (:func:`choose`). The caller then fits the chosen K on all the
+    rows with the estimator's own settings.
     """
     rows = X.reshape(len(X), -1)  # distinct rows (images) bound K
     low, high = check_range(estimator.n_clusters_range, lambda stop: n_distinct_rows(rows, stop))
@@ -458,9 +459,13 @@ def search(estimator, X) -> Search:
         resolve_distributed(estimator.distributed).active,
         estimator.verbose,
     )
-    # candidates: plain geometry (a positive whiten applies to the chosen K's fit); on several
-    # threads each candidate runs single-threaded, its solver too
+    # candidates: plain geometry (a positive whiten applies to the chosen K's fit) and, for
+    # init="auto", random heads: restarts from KMeans starts agree with one another at any K,
+    # so their agreement would not measure the data's structure; on several threads each
+    # candidate runs single-threaded, its solver too
     fixed = {"max_epochs": epochs, "whiten": False, **({"n_threads": 1} if workers > 1 else {})}
+    if isinstance(estimator.init, str) and estimator.init == "auto":
+        fixed["init"] = "random"
 
     def fit_one(k, n_restarts=n_init, tag=".search"):
         candidate = clone(estimator).set_params(
