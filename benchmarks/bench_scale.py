@@ -759,10 +759,14 @@ def report(records, machine, plotted, spread, min_size):
                    f"{max(loads):.1f} (a shared machine: other jobs ran beside these cells)")
     if when:
         out.append(f"- recorded {when[0][:16]} to {when[-1][:16]} UTC")
-    commits = sorted({r["skcce"] for r in recs if r.get("skcce")})
-    if commits:
-        out.append("- skcce checkout: " + ", ".join(f"`{c}`" for c in commits)
-                   + " (`+dirty`: with uncommitted changes in the tree)")
+    states = [r["skcce"] for r in sorted(recs, key=lambda r: r.get("when", ""))
+              if r.get("skcce")]
+    states = [c for i, c in enumerate(states) if c not in states[:i]]
+    if states:
+        dirty = sum(c.endswith("+dirty") for c in states)
+        out.append(f"- skcce checkout: {len(states)} states from `{states[0]}` to "
+                   f"`{states[-1]}` ({dirty} with uncommitted changes in the tree; each "
+                   "record has its own)")
     out += ["", "```"] + commands + ["```"]
     out += ["", "More of the grid, or the same cells again (all but the CCEClustering rows kept), "
             "into the same records file:", "", "```",
