@@ -7,7 +7,7 @@ import os
 import tempfile
 
 
-def atomic_write(path, write, *, binary: bool = False) -> None:
+def atomic_write(path, write, *, binary: bool = False, publish=os.replace) -> None:
     """Write a file atomically: ``write(handle)`` fills a temporary file, which replaces ``path``.
 
     The temporary file lives in the folder of ``path`` (so :func:`os.replace` is a rename on
@@ -24,6 +24,9 @@ def atomic_write(path, write, *, binary: bool = False) -> None:
         ``write(handle)`` writes the content to an open file object.
     binary : bool, default=False
         Open the temporary file in binary mode (else UTF-8 text, ``newline=""``).
+    publish : callable, default=os.replace
+        ``publish(tmp, path)`` gives the complete temporary file its name (the CLI's
+        no-overwrite writes pass one that refuses an existing ``path``).
 
     Examples
     --------
@@ -46,11 +49,13 @@ def atomic_write(path, write, *, binary: bool = False) -> None:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+    if os.path.exists(tmp):  # published by a hard link: the temporary name goes
+        os.remove(tmp)
     if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
         dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         try:

@@ -248,6 +248,21 @@ def _power_of_two(value: float) -> float:
     return float(np.ldexp(1.0, int(np.frexp(value)[1])))
 
 
+def merge_moments(count, mean, m2, block, nb, axes=0):
+    """``(count, mean, m2)`` with the float64 ``block`` of ``nb`` values per statistic merged
+    in (Chan et al.'s pairwise update; ``block`` is overwritten); ``axes`` are reduced."""
+    bmean = block.mean(axis=axes, keepdims=True)
+    block -= bmean
+    block *= block
+    bm2 = block.sum(axis=axes)
+    bmean = bmean.reshape(bm2.shape)
+    delta = bmean - mean
+    total = count + nb
+    mean = mean + delta * (nb / total)
+    m2 = m2 + bm2 + delta * delta * (count * nb / total)
+    return total, mean, m2
+
+
 def fit_inputs(X: np.ndarray, layout: str, chunk: int | None = None) -> Inputs:
     """Fit the normalisation by streaming over X in chunks (no full float copy of X).
 
@@ -292,16 +307,7 @@ def fit_inputs(X: np.ndarray, layout: str, chunk: int | None = None) -> Inputs:
         if layout == "nhw":
             block = block[:, None]
         nb = block.size // (block.shape[-1] if layout == "nhwc" else block.shape[1])
-        bmean = block.mean(axis=axes, keepdims=True)
-        block -= bmean
-        block *= block
-        bm2 = block.sum(axis=axes)
-        bmean = bmean.reshape(bm2.shape)
-        delta = bmean - mean
-        total = count + nb
-        mean = mean + delta * (nb / total)
-        m2 = m2 + bm2 + delta * delta * (count * nb / total)
-        count = total
+        count, mean, m2 = merge_moments(count, mean, m2, block, nb, axes)
     var = m2 / count
     constant = lo == hi  # per feature (flat) or per pixel (images)
     if layout == "flat":

@@ -27,7 +27,7 @@ import torch
 from skcce._engine._device import loadable_device
 from skcce._engine._distributed import Context
 from skcce._engine._inference import infer_labels
-from skcce._engine._preprocess import Inputs, _power_of_two
+from skcce._engine._preprocess import Inputs, _power_of_two, merge_moments
 from skcce._engine._prior import PriorTracker
 from skcce._engine._step import Step
 from skcce._engine._train import make_optimizer, run_epoch
@@ -121,17 +121,7 @@ class Moments:
         count, mean, m2 = self.count, self.mean * ratio, self.m2 * (ratio * ratio)
         for start in range(0, n, step):
             block = np.multiply(X[start : start + step], 1.0 / scale, dtype=np.float64)
-            nb = block.shape[0]
-            bmean = block.mean(axis=0, keepdims=True)
-            block -= bmean
-            block *= block
-            bm2 = block.sum(axis=0)
-            bmean = bmean.reshape(bm2.shape)
-            delta = bmean - mean
-            total = count + nb
-            mean = mean + delta * (nb / total)
-            m2 = m2 + bm2 + delta * delta * (count * nb / total)
-            count = total
+            count, mean, m2 = merge_moments(count, mean, m2, block, block.shape[0])
         return Moments(int(count), mean, m2, lo, hi, peak, scale)
 
     def inputs(self, whiten=None) -> Inputs:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 from skcce._engine._io import atomic_write, one_line
 
@@ -204,21 +203,9 @@ def write_file(path, write, *, binary=False, force=False, option="--out"):
         atomic_write(path, write, binary=binary)
         return
     refuse_existing([path], option)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".skcce-", suffix=".tmp")
-    try:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        kwargs = {} if binary else {"encoding": "utf-8", "newline": ""}
-        with os.fdopen(fd, "wb" if binary else "w", **kwargs) as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        _link_new(tmp, path, option)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    atomic_write(
+        path, write, binary=binary, publish=lambda tmp, target: _link_new(tmp, target, option)
+    )
 
 
 def _link_new(tmp, path, option):
