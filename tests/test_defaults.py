@@ -168,8 +168,11 @@ def test_initial_centroids_seeded_and_subsampled(monkeypatch):
     import skcce.models._kmeans_init as ki
 
     monkeypatch.setattr(ki, "MAX_SAMPLES", 100)
+    monkeypatch.setattr(ki, "ROWS_PER_CENTROID", 60)
     initial_centroids(fetch, len(X), 2, "kmeans", seed=3)
-    assert fetched[-1] == 200  # a subsample (at least 100 rows a cluster), not all 300
+    assert fetched[-1] == 120  # a subsample (ROWS_PER_CENTROID rows a cluster), not all 300
+    initial_centroids(fetch, len(X), 1, "kmeans", seed=3)
+    assert fetched[-1] == 100  # at least MAX_SAMPLES rows
 
 
 def test_kmeans_init_restarts_differ(blobs):

@@ -37,6 +37,7 @@ from skcce.models._kmeans_init import (
     head_from_centroids_,
     inertia,
     initial_centroids,
+    subsample_size,
 )
 
 #: Values (rows x features) of one block of the statistics' float64 temporaries.
@@ -191,7 +192,7 @@ def first_head(generator, X, inputs: Inputs, n_clusters: int, init, seed: int):
         centroids = inputs.raw(np.asarray(init), slice(None), cpu).double().numpy()
         head_from_centroids_(module, *initial_centroids(fetch, n, n_clusters, centroids, seed))
         return module, "array"
-    m = min(n, max(MAX_SAMPLES, 100 * n_clusters))
+    m = subsample_size(n, n_clusters)
     runs = int(np.clip(INIT_BUDGET // (m * n_clusters * d), 1, INIT_RUNS))
     rows = fetch(np.linspace(0, n - 1, min(n, MAX_SAMPLES)).astype(np.intp))
     best, best_inertia = None, np.inf

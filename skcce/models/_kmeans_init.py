@@ -7,11 +7,12 @@ A linear head :math:`z_k = w_k^\top x + b_k` with
 gives :math:`z_k = -\tfrac{s}{2}\|x - c_k\|^2 + \tfrac{s}{2}\|x\|^2`, so its softmax is the
 soft KMeans assignment :math:`\sigma_k(x) \propto \exp(-\tfrac{s}{2}\|x - c_k\|^2)` to the
 centroids :math:`c_k` (the term in :math:`\|x\|^2` is the same for every k). The centroids
-come from k-means++ seeding and a few Lloyd iterations (scikit-learn's ``kmeans_plusplus`` and
-``KMeans``) on a random subsample of at most :data:`MAX_SAMPLES` rows, in the estimator's
-normalised input space; the stiffness :math:`s` is set so that the mean largest soft
-assignment on that subsample is :data:`TARGET_CONFIDENCE` (a confident but not saturated
-start: a saturated softmax has almost no gradient).
+come from k-means++ seeding and Lloyd's iterations run to scikit-learn's convergence
+(``kmeans_plusplus`` and ``KMeans`` with its default ``tol`` and ``max_iter``) on a random
+subsample of :func:`subsample_size` rows, in the estimator's normalised input space; the
+stiffness :math:`s` is set so that the mean largest soft assignment on that subsample is
+:data:`TARGET_CONFIDENCE` (a confident but not saturated start: a saturated softmax has
+almost no gradient).
 
 Everything here is plain NumPy / scikit-learn on arrays the caller has already normalised;
 randomness comes from one integer seed per restart.
@@ -23,8 +24,8 @@ import numpy as np
 import torch
 
 __all__ = [
-    "LLOYD_ITER",
     "MAX_SAMPLES",
+    "ROWS_PER_CENTROID",
     "SCALE_SAMPLES",
     "SCALE_TOL",
     "TARGET_CONFIDENCE",
@@ -34,13 +35,15 @@ __all__ = [
     "kmeans_centroids",
     "n_distinct_rows",
     "soft_assignment_scale",
+    "subsample_size",
 ]
 
-#: Rows of the random subsample the centroids are computed on (all rows when fewer; at
-#: least 100 per cluster).
+#: Rows of the random subsample the centroids are computed on, at the least (all rows when
+#: fewer): see :func:`subsample_size`.
 MAX_SAMPLES = 5_000
-#: Lloyd iterations after k-means++ seeding (fewer when they converge first).
-LLOYD_ITER = 10
+#: Rows per cluster of that subsample, at the least (faiss's default subsample for k-means,
+#: ``max_points_per_centroid``): the centroids of overlapping clusters need that many rows.
+ROWS_PER_CENTROID = 256
 #: Rows of the subsample the stiffness is calibrated on.
 SCALE_SAMPLES = 2_000
 #: Mean largest soft assignment of the initial head on the subsample.
@@ -123,8 +126,25 @@ def n_distinct_rows(Z: np.ndarray, stop: int | None = None) -> int:
     return count
 
 
-def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int, n_iter: int = LLOYD_ITER):
-    """k-means++ seeds refined by at most ``n_iter`` Lloyd iterations.
+def subsample_size(n_samples: int, n_clusters: int) -> int:
+    """Rows of the subsample a KMeans start is computed on: all ``n_samples`` up to
+    ``max(MAX_SAMPLES, ROWS_PER_CENTROID * n_clusters)``.
+
+    Examples
+    --------
+    >>> subsample_size(100_000, 10), subsample_size(100_000, 100), subsample_size(900, 10)
+    (5000, 25600, 900)
+    """
+    return int(min(n_samples, max(MAX_SAMPLES, ROWS_PER_CENTROID * n_clusters)))
+
+
+def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int):
+    """k-means++ seeds refined by Lloyd's iterations until they converge (scikit-learn's
+    ``KMeans`` defaults: ``tol=1e-4`` relative to the data's variance, at most 300).
+
+    A fixed small number of iterations stops far from convergence as K grows (ten leave a
+    100-cluster mixture at 0.70 accuracy where convergence reaches 0.83:
+    docs/design/018-kmeans-start-at-large-k.md).
 
     The seeds are drawn from at most ``max(2000, 20 * n_clusters)`` evenly spaced rows of
     Z (a random subsample already); Lloyd's iterations use all rows.
@@ -136,7 +156,6 @@ def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int, n_iter: int = LL
     n_clusters : int
     seed : int
         Seed of the k-means++ draw.
-    n_iter : int, default=LLOYD_ITER
 
     Returns
     -------
@@ -158,7 +177,7 @@ def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int, n_iter: int = LL
     m = min(len(Z), max(2_000, 20 * n_clusters))
     few = Z[np.linspace(0, len(Z) - 1, m).astype(np.intp)].astype(np.float64)
     seeds, _ = kmeans_plusplus(few, n_clusters, random_state=seed)
-    km = KMeans(n_clusters, init=seeds.astype(Z.dtype), n_init=1, max_iter=n_iter)
+    km = KMeans(n_clusters, init=seeds.astype(Z.dtype), n_init=1)
     return km.fit(Z).cluster_centers_.astype(np.float64)
 
 
@@ -315,7 +334,7 @@ def initial_centroids(fetch, n_samples: int, n_clusters: int, init, seed: int, *
     ((2, 2), True)
     """
     rng = np.random.default_rng(seed)
-    m = min(n_samples, max(MAX_SAMPLES, 100 * n_clusters))
+    m = subsample_size(n_samples, n_clusters)
     if m < n_samples:
         idx = np.sort(rng.choice(n_samples, size=m, replace=False))
     else:
