@@ -44,6 +44,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from skcce.solvers._kernels import _blocks as bk
 from skcce.solvers._kernels import _schur_cg as cg
 from skcce.solvers._kernels import _supports as sp
 from skcce.solvers._kernels._certificate import (
@@ -56,7 +57,7 @@ from skcce.solvers._kernels._certificate import (
     new_responses,
     objective,
 )
-from skcce.solvers._kernels._linalg import chol_apply, chol_factor, chol_inverse
+from skcce.solvers._kernels._linalg import chol_apply, chol_factor
 
 _INF = np.inf
 _TAU = 0.995  # fraction to the boundary of an interior-point step
@@ -79,20 +80,19 @@ Iterate = namedtuple("Iterate", ["x", "sums", "held", "multi", "certified_sums"]
 
 #: the Newton system's arrays: the gradient and curvature of the fairness term at the column
 #: sums; ``reduced`` (sum of the rows' eliminated blocks), ``schur`` and its Cholesky factor
-#: ``schur_factor``, its diagonal scaling ``root_curvature`` and right-hand side ``rhs``; the
-#: work arrays of one row's block (``block``, its inverse ``block_inverse``, Cholesky work
-#: arrays, the slopes and classes of the row's non-basic entries); each row's basic entry (its
-#: largest) and the offset of its block inverse in the flat buffer of inverses; whether the
-#: system is solved matrix-free, and then its preconditioner (the diagonal), the conjugate
-#: gradients' work vectors, room for one row's support and the counts of solves, products and
-#: solves that did not converge
+#: ``schur_factor``, its diagonal scaling ``root_curvature`` and right-hand side ``rhs``; one
+#: row's block as :mod:`._blocks` takes it (the diagonal ``block_diagonal`` and the
+#: ``slopes``) and the classes of its non-basic entries; each row's basic entry (its largest)
+#: and the offset of its block inverse in the flat buffer of inverses; whether the system is
+#: solved matrix-free, and then its preconditioner (the diagonal), the conjugate gradients'
+#: work vectors, room for one row's support (``gathered``) and for a block inverse's product
+#: (``applied``), and the counts of solves, products and solves that did not converge
 NewtonArrays = namedtuple(
     "NewtonArrays",
     [
         "gradient", "curvature", "reduced", "schur", "schur_factor", "root_curvature", "rhs",
-        "block", "block_inverse", "block_factor", "block_factor_inverse", "slopes",
-        "nonbasic", "basic", "offsets", "matrix_free", "diagonal", "cg_work", "gathered",
-        "cg_count",
+        "block_diagonal", "slopes", "nonbasic", "basic", "offsets", "matrix_free", "diagonal",
+        "cg_work", "gathered", "applied", "cg_count",
     ],
 )  # fmt: skip
 
@@ -106,15 +106,12 @@ StepArrays = namedtuple(
 
 @njit(cache=True, error_model="numpy")
 def _newton_arrays(N, K, W, matrix_free):
-    def square():  # a row's block: at most the supports' width
-        return np.zeros((W, W))
-
     S = 1 if matrix_free else K  # the K x K system's arrays: not formed when matrix-free
     return NewtonArrays(
         np.zeros(K), np.zeros(K), np.zeros((S, S)), np.empty((S, S)), np.zeros((S, S)),
-        np.empty(K), np.zeros(K), square(), square(), square(), square(), np.empty(K),
-        np.empty(K, dtype=np.int64), np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64),
-        matrix_free, np.ones(K), np.zeros((6, K)), np.zeros(W), np.zeros(3, dtype=np.int64),
+        np.empty(K), np.zeros(K), np.zeros(W), np.empty(K), np.empty(K, dtype=np.int64),
+        np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64), matrix_free, np.ones(K),
+        np.zeros((6, K)), np.zeros(W), np.zeros(W), np.zeros(3, dtype=np.int64),
     )  # fmt: skip
 
 
@@ -465,7 +462,7 @@ def _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton, inv
     for t in range(n_multi):
         i = multi[t]
         offsets[i] = total
-        total += (count[i] - 1) * (count[i] - 1)
+        total += bk.length(count[i] - 1)
     if inverses.shape[0] < total:
         inverses = np.zeros(total)
     if not _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
@@ -485,16 +482,13 @@ def _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton, inv
 def _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
     """Each moving row's reduced block (its entries less the basic one, its largest, which
     the row's simplex constraint eliminates) inverted into ``inverses`` (flat, at
-    ``newton.offsets``) and summed onto the column sums in ``newton.reduced``. Returns False
-    when a block is not positive definite."""
+    ``newton.offsets``, in the shapes of :mod:`._blocks`) and, unless the system is solved
+    matrix-free, summed onto the column sums in ``newton.reduced``. Returns False when a
+    block is not positive definite."""
     classes, count, y, z = supports
     x, multi = state.x, state.multi
-    M, B, G, basic, offsets = (
-        newton.reduced, newton.block, newton.block_inverse, newton.basic, newton.offsets
-    )  # fmt: skip
-    slopes, idx, Lw, Liw = (
-        newton.slopes, newton.nonbasic, newton.block_factor, newton.block_factor_inverse
-    )  # fmt: skip
+    M, diag, basic, offsets = newton.reduced, newton.block_diagonal, newton.basic, newton.offsets
+    slopes, idx = newton.slopes, newton.nonbasic
     for t in range(n_multi):
         i = multi[t]
         m = count[i]
@@ -512,41 +506,21 @@ def _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
                 continue
             idx[n1] = classes[i, q]
             slopes[n1] = (sigma[i, classes[i, q]] - sigma[i, r]) / xi
-            n1 += 1
-        for p1 in range(n1):
-            for p2 in range(n1):
-                B[p1, p2] = slopes[p1] * slopes[p2] + dr
-            q = p1 if p1 < rq else p1 + 1
             # (+ _REG: a row whose classes tie has no curvature of its own; as z -> 0 on an
             # interior optimum its block would become singular)
-            B[p1, p1] += z[i, q] / y[i, q] + _REG
-        if n1 == 1:  # the common small blocks (2 or 3 classes a row) in closed form
-            if not B[0, 0] > 0:
-                return False
-            G[0, 0] = 1.0 / B[0, 0]
-        elif n1 == 2:
-            det = B[0, 0] * B[1, 1] - B[0, 1] * B[0, 1]
-            if not (B[0, 0] > 0 and det > 0):
-                return False
-            idet = 1.0 / det
-            G[0, 0] = B[1, 1] * idet
-            G[1, 1] = B[0, 0] * idet
-            G[0, 1] = -B[0, 1] * idet
-            G[1, 0] = G[0, 1]
-        elif not chol_inverse(B, n1, Lw, Liw, G):
-            return False
+            diag[n1] = z[i, q] / y[i, q] + _REG
+            n1 += 1
         o = offsets[i]
+        # the block diag + slopes slopes' + dr 1 1' (diagonal plus rank two: see _blocks)
+        if not bk.invert(diag, slopes, dr, n1, inverses, o):
+            return False
         if newton.matrix_free:  # the Schur complement is not formed (see _schur_cg)
-            for p1 in range(n1):
-                for p2 in range(n1):
-                    inverses[o + p1 * n1 + p2] = G[p1, p2]
             continue
         all_sum = 0.0
         for p1 in range(n1):
             row_sum = 0.0
             for p2 in range(n1):
-                g = G[p1, p2]
-                inverses[o + p1 * n1 + p2] = g
+                g = bk.entry(inverses, o, n1, p1, p2)
                 M[idx[p1], idx[p2]] += g
                 row_sum += g
             M[idx[p1], r] -= row_sum
@@ -646,8 +620,9 @@ def _direction(supports, steps, newton, inverses, multi, n_multi, target, correc
     """
     classes, count, y, z = supports
     dyv, dzv, cv, bv, iy, rb = steps
-    basic, goff, idx, c_vec, dh = (
-        newton.basic, newton.offsets, newton.nonbasic, newton.rhs, newton.root_curvature
+    basic, goff, idx, c_vec, dh, applied = (
+        newton.basic, newton.offsets, newton.nonbasic, newton.rhs, newton.root_curvature,
+        newton.applied,
     )  # fmt: skip
     K = c_vec.shape[0]
     for k in range(K):
@@ -668,18 +643,15 @@ def _direction(supports, steps, newton, inverses, multi, n_multi, target, correc
             tk = target - cv[i, q] if corrected > 0.0 else target
             rb[i, n1] = bv[i, q] + tk * iy[i, q] - rr
             n1 += 1
-        o = goff[i]
-        tot = 0.0
+        tot = bk.apply(inverses, goff[i], n1, rb[i], applied)
         for p1 in range(n1):
-            v = _block_row_dot(inverses, o + p1 * n1, rb, i, n1)
-            tot += v
-            c_vec[idx[p1]] += v
+            c_vec[idx[p1]] += applied[p1]
         c_vec[r] -= tot
     for k in range(K):
         c_vec[k] *= dh[k]
     if newton.matrix_free:
         used = cg.schur_solve(supports, multi, n_multi, basic, goff, inverses, dh,
-                              newton.diagonal, newton.cg_work, newton.gathered,
+                              newton.diagonal, newton.cg_work, newton.gathered, applied,
                               c_vec)  # fmt: skip
         newton.cg_count[0] += 1
         newton.cg_count[1] += abs(used)
@@ -697,15 +669,12 @@ def _direction(supports, steps, newton, inverses, multi, n_multi, target, correc
         m = count[i]
         rq = basic[i]
         pr = c_vec[classes[i, rq]]
-        o = goff[i]
         n1 = m - 1
         for p2 in range(n1):  # the right-hand side with the step (rb is not needed after)
             rb[i, p2] -= c_vec[classes[i, p2 if p2 < rq else p2 + 1]] - pr
-        tot = 0.0
+        tot = bk.apply(inverses, goff[i], n1, rb[i], applied)
         for p1 in range(n1):
-            v = _block_row_dot(inverses, o + p1 * n1, rb, i, n1)
-            tot += v
-            dyv[i, p1 if p1 < rq else p1 + 1] = v
+            dyv[i, p1 if p1 < rq else p1 + 1] = applied[p1]
         dyv[i, rq] = -tot
         for q in range(m):
             dy = dyv[i, q]
@@ -720,14 +689,3 @@ def _direction(supports, steps, newton, inverses, multi, n_multi, target, correc
             if dz < 0:
                 ad = min(ad, -tau * zq / dz)
     return ap, ad
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _block_row_dot(inverses, start, rb, i, n1):
-    """Row ``p1`` of row ``i``'s block inverse (``n1 x n1``, stored row-major at ``start =
-    offset + p1 * n1`` of ``inverses``) times the right-hand side ``rb[i, :n1]``: both sweeps
-    of :func:`_direction` apply the block inverse this way."""
-    v = 0.0
-    for p2 in range(n1):
-        v += inverses[start + p2] * rb[i, p2]
-    return v

@@ -1,6 +1,6 @@
 """Small dense Cholesky routines for the interior point's K x K systems (compiled).
 
-Element loops rather than ``np.linalg``: the systems are tiny (a row's support, or K), and
+Element loops rather than ``np.linalg``: the systems are small (K), and
 LAPACK's call overhead and numba's compile of it would cost more than the arithmetic.
 """
 
@@ -29,30 +29,6 @@ def chol_factor(A, L, n):
             for p in range(j):
                 t -= L[i, p] * L[j, p]
             L[i, j] = t * inv
-    return True
-
-
-@njit(cache=True, error_model="numpy")
-def chol_inverse(A, m, L, Li, G):
-    """G = inverse of the leading m x m block of a symmetric positive definite A (Cholesky;
-    ``L``, ``Li`` are work arrays). Returns False when A is not positive definite."""
-    if not chol_factor(A, L, m):
-        return False
-    for j in range(m):
-        Li[j, j] = 1.0 / L[j, j]
-    for j in range(m):  # Li = L^-1 (lower triangular)
-        for i in range(j + 1, m):
-            t = 0.0
-            for p in range(j, i):
-                t -= L[i, p] * Li[p, j]
-            Li[i, j] = t * Li[i, i]
-    for i in range(m):  # G = Li' Li
-        for j in range(i + 1):
-            t = 0.0
-            for p in range(i, m):
-                t += Li[p, i] * Li[p, j]
-            G[i, j] = t
-            G[j, i] = t
     return True
 
 

@@ -4,11 +4,11 @@ After every moving row is eliminated (:mod:`._interior`), the Newton system on t
 sums is :math:`S = I + D^{1/2} M D^{1/2}` with ``D`` the fairness term's (diagonal) curvature
 and :math:`M = \sum_i P_i^\top G_i P_i`, where row ``i``'s :math:`P_i` takes the differences
 ``v[k] - v[r]`` of its support's classes ``k`` against its basic class ``r`` and :math:`G_i` is
-the inverse of its reduced block (stored flat in ``inverses``). ``M`` has one dense block per
-row on that row's support: a product :math:`S v` costs :math:`O(\sum_i m_i^2 + K)` for
-supports of ``m_i`` classes, against :math:`O(K^2)` to form ``S`` and :math:`O(K^3)` to factor
-it. Conjugate gradients with the diagonal of ``S`` as preconditioner (:func:`schur_solve`)
-solve it from those products.
+the inverse of its reduced block (stored flat in ``inverses``, a diagonal plus a rank-two
+term: :mod:`._blocks`). A product :math:`S v` costs :math:`O(\sum_i m_i + K)` for supports of
+``m_i`` classes, against :math:`O(K^2)` to form ``S`` and :math:`O(K^3)` to factor it.
+Conjugate gradients with the diagonal of ``S`` as preconditioner (:func:`schur_solve`) solve
+it from those products.
 
 The iteration stops at a relative residual of :data:`_RTOL`, near the working precision. An
 inexact direction never makes a result wrong (every iterate stays feasible and the stop is the
@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 
 from numba import njit
+
+from skcce.solvers._kernels import _blocks as bk
 
 _RTOL = 1e-12  # relative residual of the conjugate gradients
 
@@ -39,20 +41,19 @@ def schur_diagonal(supports, multi, n_multi, basic, offsets, inverses, curvature
         n1 = count[i] - 1
         rq = basic[i]
         o = offsets[i]
-        total = 0.0
         for p1 in range(n1):
             k = classes[i, p1 if p1 < rq else p1 + 1]
-            diagonal[k] += inverses[o + p1 * n1 + p1]
-            for p2 in range(n1):
-                total += inverses[o + p1 * n1 + p2]
-        diagonal[classes[i, rq]] += total
+            diagonal[k] += bk.entry(inverses, o, n1, p1, p1)
+        diagonal[classes[i, rq]] += bk.total(inverses, o, n1)
     for k in range(K):
         diagonal[k] = 1.0 + curvature[k] * diagonal[k]
 
 
 @njit(cache=True, error_model="numpy")
-def _product(supports, multi, n_multi, basic, offsets, inverses, root, v, out, scaled, gathered):
-    """``out = S v`` (``scaled``, ``gathered``: work arrays of shapes (K,) and (>= support,))."""
+def _product(supports, multi, n_multi, basic, offsets, inverses, root, v, out, scaled, gathered,
+             applied):  # fmt: skip
+    """``out = S v`` (``scaled``, ``gathered``, ``applied``: work arrays of shapes (K,),
+    (>= support,) and (>= support,))."""
     classes, count = supports.classes, supports.count
     K = v.shape[0]
     for k in range(K):
@@ -66,28 +67,22 @@ def _product(supports, multi, n_multi, basic, offsets, inverses, root, v, out, s
         vr = scaled[r]
         for p in range(n1):
             gathered[p] = scaled[classes[i, p if p < rq else p + 1]] - vr
-        o = offsets[i]
-        total = 0.0
+        total = bk.apply(inverses, offsets[i], n1, gathered, applied)
         for p1 in range(n1):
-            acc = 0.0
-            start = o + p1 * n1
-            for p2 in range(n1):
-                acc += inverses[start + p2] * gathered[p2]
-            out[classes[i, p1 if p1 < rq else p1 + 1]] += acc
-            total += acc
+            out[classes[i, p1 if p1 < rq else p1 + 1]] += applied[p1]
         out[r] -= total
     for k in range(K):
         out[k] = v[k] + root[k] * out[k]
 
 
 @njit(cache=True, error_model="numpy")
-def schur_solve(
-    supports, multi, n_multi, basic, offsets, inverses, root, diagonal, work, gathered, b
-):
+def schur_solve(supports, multi, n_multi, basic, offsets, inverses, root, diagonal, work,
+                gathered, applied, b):  # fmt: skip
     """Solve ``S x = b`` by preconditioned conjugate gradients; ``x`` overwrites ``b``.
 
     ``root`` is :math:`D^{1/2}`, ``diagonal`` the preconditioner (:func:`schur_diagonal`),
-    ``work`` an array of shape (6, K) and ``gathered`` room for one row's support. At most K
+    ``work`` an array of shape (6, K), ``gathered`` and ``applied`` room for one row's
+    support each. At most K
     products. Returns their number, negated when the residual did not reach the tolerance
     (an ill-conditioned system: ties in a row leave its block nearly singular), with ``b``
     set to NaN, which the caller's step rejects."""
@@ -110,7 +105,7 @@ def schur_solve(
     for step in range(1, K + 1):  # (K steps solve it in exact arithmetic)
         n = step
         _product(supports, multi, n_multi, basic, offsets, inverses, root, p, q, scaled,
-                 gathered)  # fmt: skip
+                 gathered, applied)  # fmt: skip
         pq = 0.0
         for k in range(K):
             pq += p[k] * q[k]
