@@ -32,11 +32,14 @@ from skcce._engine._prior import PriorTracker
 from skcce._engine._step import Step
 from skcce._engine._train import make_optimizer, run_epoch
 from skcce.models import build_model
+from skcce.models._defaults import ROWS_PER_CLUSTER
 from skcce.models._kmeans_init import (
     MAX_SAMPLES,
+    SCALE_SAMPLES,
     head_from_centroids_,
     inertia,
     initial_centroids,
+    soft_assignment_scale,
     subsample_size,
 )
 
@@ -49,6 +52,118 @@ INIT_RUNS = 10
 #: ... fewer when one run's Lloyd iteration would pass this many multiply-adds (subsample
 #: rows x clusters x features): at least one.
 INIT_BUDGET = 5e8
+
+
+def batch_rows(n_rows: int, batch_size: int, n_clusters: int) -> int:
+    """The batch size one pass over a chunk of ``n_rows`` rows is cut with.
+
+    The chunk is cut into batches of ``batch_size`` rows, unless the last would hold fewer
+    than :data:`~skcce.models._defaults.ROWS_PER_CLUSTER` rows per cluster (the floor of
+    ``batch_size="auto"``: below it the batch's fairness term cannot fill every cluster, and
+    the exact pseudo-label solve is at its slowest); then the chunk is cut into one batch
+    fewer, of equal sizes (within a row), each at least ``batch_size`` rows.
+
+    Examples
+    --------
+    >>> batch_rows(1000, 400, 100)  # 400 + 400 + 200: the 200 are shared, 500 + 500
+    500
+    >>> batch_rows(1000, 250, 10), batch_rows(170, 50, 4)  # 20 rows hold 4 per cluster
+    (250, 50)
+    >>> batch_rows(300, 400, 100)  # one batch, whatever its size
+    400
+    """
+    n_batches, last = -(-n_rows // batch_size), n_rows % batch_size
+    if n_batches < 2 or last == 0 or last >= ROWS_PER_CLUSTER * n_clusters:
+        return int(batch_size)
+    return -(-n_rows // (n_batches - 1))
+
+
+def start_rows(n_clusters: int) -> int:
+    """Rows a stream's KMeans start is built from (when the chunks hold them): as many as
+    ``fit``'s start reads, ``max(5000, 256 * n_clusters)``
+    (:func:`skcce.models._kmeans_init.subsample_size`)."""
+    return subsample_size(np.iinfo(np.int64).max, n_clusters)
+
+
+@dataclass
+class Start:
+    """The running KMeans start of a stream: the mean of the rows assigned to each cluster
+    so far and their number, in the stream's current normalised space.
+
+    Until the stream has seen :func:`start_rows` rows, every call assigns its chunk's rows to
+    the nearest mean, merges them in (each mean becomes the mean of every row assigned to it
+    so far: a mini-batch k-means step, as ``MiniBatchKMeans.partial_fit`` makes) and sets the
+    head to the soft assignment of the means before its pass, so that the start sees as many
+    rows as ``fit``'s does, not the first chunk's only.
+    """
+
+    means: np.ndarray  # (K, d) float64
+    counts: np.ndarray  # (K,) float64
+
+    def carried(self, old: Inputs, new: Inputs) -> Start:
+        """The same means in ``new``'s normalised space (``old``'s before; the same
+        whitening map): ``u_new = (a_n / a_o) (u_old - c_o) + c_n`` (:func:`_affine`)."""
+        a_old, c_old = _affine(old)
+        a_new, c_new = _affine(new)
+        means = (a_new / a_old) * (self.means - c_old) + c_new
+        return Start(means, self.counts.copy())
+
+    def merged(self, X, inputs: Inputs, assign) -> Start:
+        """These means and the rows of ``X`` (normalised by ``inputs``), each assigned to
+        the cluster ``assign(rows)`` says (rows read in blocks of :data:`BLOCK_VALUES`
+        values). A cluster that has no row yet takes the row ``assign`` scores highest
+        for it (its count stays 0, so that its first rows replace it)."""
+        k, d = self.means.shape
+        sums, counts = np.zeros((k, d)), np.zeros(k)
+        best, best_row = np.full(k, -np.inf), self.means.copy()
+        step = max(1, BLOCK_VALUES // max(1, d))
+        cpu = torch.device("cpu")
+        for begin in range(0, X.shape[0], step):
+            rows = inputs.raw(X, slice(begin, begin + step), cpu).double().numpy()
+            scores = assign(rows)  # (b, K): the larger, the nearer
+            labels = scores.argmax(axis=1)
+            onehot = np.zeros((len(rows), k))
+            onehot[np.arange(len(rows)), labels] = 1.0
+            sums += onehot.T @ rows
+            counts += onehot.sum(axis=0)
+            top = scores.argmax(axis=0)
+            better = scores[top, np.arange(k)] > best
+            best[better] = scores[top, np.arange(k)][better]
+            best_row[better] = rows[top[better]]
+        total = self.counts + counts
+        means = np.where(
+            (total > 0)[:, None],
+            (self.counts[:, None] * self.means + sums) / np.maximum(total, 1.0)[:, None],
+            best_row,
+        )
+        return Start(means, total)
+
+
+def nearest(means: np.ndarray):
+    """``assign`` of :meth:`Start.merged` for the nearest mean: minus half the squared
+    distance, up to a per-row constant."""
+    half = 0.5 * (means * means).sum(axis=1)
+    return lambda rows: rows @ means.T - half
+
+
+def head_scores(module: torch.nn.Module):
+    """``assign`` of :meth:`Start.merged` by a head's logits (a KMeans head: its centroids)."""
+
+    @torch.no_grad()
+    def assign(rows):
+        return module(torch.from_numpy(rows).to(module.weight.dtype)).double().numpy()
+
+    return assign
+
+
+def restart_head_(module: torch.nn.Linear, start: Start, X, inputs: Inputs):
+    """Set the head to the soft assignment of the start's means, with the stiffness of the
+    KMeans start (:func:`skcce.models._kmeans_init.soft_assignment_scale`) on evenly spaced
+    rows of the chunk ``X``."""
+    n = X.shape[0]
+    idx = np.linspace(0, n - 1, min(n, SCALE_SAMPLES)).astype(np.intp)
+    rows = inputs.raw(X, idx, torch.device("cpu")).double().numpy()
+    return head_from_centroids_(module, start.means, soft_assignment_scale(rows, start.means))
 
 
 @dataclass
@@ -259,6 +374,7 @@ class Stream:
         self.tracker = PriorTracker(cfg.prior_kind, cfg.n_clusters, [0], cfg.prior, 1)
         self.n_steps, self.n_passes = int(n_steps), int(n_passes)
         self.fingerprint = None  # of the module after the last pass
+        self.start = None  # the running KMeans start (a Start) while it is being built
 
     # ----- persistence: device tensors travel as torch.save bytes, loaded where they can --
     def __getstate__(self):
@@ -277,6 +393,7 @@ class Stream:
             state["optimizer_state"] = torch.load(
                 io.BytesIO(state["optimizer_state"]), map_location=device, weights_only=False
             )
+        state.setdefault("start", None)  # a stream pickled before the running start
         self.__dict__.update(state)
 
     def inputs(self) -> Inputs:
@@ -315,15 +432,24 @@ class Stream:
         new.moments = self.moments.merged(X)
         generator = torch.Generator()
         generator.set_state(new.generator_state)
+        k = new.cfg.n_clusters
         if module is None:
             if whitening is not None:
                 new.whiten = whitening(X, new.moments.inputs())
             inputs = new.inputs()
             module, init_used = make_head(generator, X, inputs)
+            if init_used == "kmeans" and X.shape[0] < start_rows(k):  # the start goes on
+                empty = Start(np.zeros((k, X.shape[1])), np.zeros(k))
+                new.start = empty.merged(X, inputs, head_scores(module))
         else:
             init_used = None
             inputs = new.inputs()
             module = carry_head_(copy.deepcopy(module), self.inputs(), inputs)
+            if new.start is not None:
+                start = new.start.carried(self.inputs(), inputs)
+                start = start.merged(X, inputs, nearest(start.means))
+                restart_head_(module, start, X, inputs)
+                new.start = start if new.moments.count < start_rows(k) else None
         entry = new._train(module, X, inputs, generator)
         labels, score = infer_labels(module, X, inputs, new.cfg.device)
         new.fingerprint = fingerprint(module)
@@ -338,17 +464,17 @@ class Stream:
             optimizer.load_state_dict(self.optimizer_state)
         # the estimated prior's memory: every row seen, as a fit's is every row of its epoch
         self.tracker.n = max(self.moments.count, 1)
-        step = Step(module, module, optimizer, inputs, cfg, Context())
+        batch = batch_rows(X.shape[0], cfg.batch_size, cfg.n_clusters)  # the chunk's cut
+        step = Step(module, module, optimizer, inputs, replace(cfg, batch_size=batch), Context())
         step.set_tracker(self.tracker)
         entry = run_epoch(step, X, generator, 0, self.n_passes, ())
         if not np.isfinite(entry["loss"]):
             raise FloatingPointError(
-                "the training loss became non-finite; lower learning_rate or check the scale "
-                "of X"
+                "the training loss became non-finite; lower learning_rate or check the scale of X"
             )
         self.optimizer_state = optimizer.state_dict()
         self.generator_state = generator.get_state()
-        self.n_steps += -(-X.shape[0] // cfg.batch_size)
+        self.n_steps += -(-X.shape[0] // batch)
         self.n_passes += 1
         return entry
 
