@@ -14,11 +14,13 @@ engine's path (:func:`skcce.solvers._solve`: no input validation), for:
 
 Predictions: **mixture** (softmax of a nearest-centre linear head on a Gaussian mixture of K
 centres at pairwise distance about 3 with unit noise, 64 dimensions: the confidence falls as K
-grows, as a head's does) and **flat** (softmax of 0.1 x standard normal logits: near-uniform
-rows). Each cell is the best of a few runs (one for runs over a second), after a warm-up that
-loads the compiled kernels; a method is skipped at larger K once a solve has taken more than
-``--budget`` seconds. The exponent ``b`` is the least-squares slope of log(time per row) on
-log(K) over the N = max(250, 4K) cells that ran (b <= 1: time per row at most linear in K).
+grows, as a head's does), **zipf** (the same head, rows drawn from the centres with probability
+1 / rank: many clusters have no row of their own in the batch) and **flat** (softmax of 0.1 x
+standard normal logits: near-uniform rows). Each cell is the best of a few runs (one for runs
+over a second), after a warm-up that loads the compiled kernels; a method is skipped at larger
+K once a solve has taken more than ``--budget`` seconds. The exponent ``b`` is the
+least-squares slope of log(time per row) on log(K) over the N = max(250, 4K) cells that ran
+(b <= 1: time per row at most linear in K).
 
 Usage::
 
@@ -50,13 +52,22 @@ METHODS = {"new default": "newton", "old default": "newton-dense", "EM": "em"}
 LAM = 100.0
 
 
-def mixture_probs(n, k, seed=0, d=64, dist=3.0):
-    """Softmax of a nearest-centre linear head on a Gaussian mixture of ``k`` centres."""
+def mixture_probs(n, k, seed=0, d=64, dist=3.0, sizes=None):
+    """Softmax of a nearest-centre linear head on a Gaussian mixture of ``k`` centres; rows
+    drawn uniformly over the centres, or with probabilities proportional to ``sizes``."""
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((k, d)) * dist / np.sqrt(2 * d)
-    x = centres[rng.integers(0, k, n)] + rng.standard_normal((n, d))
+    p = None if sizes is None else np.asarray(sizes, dtype=np.float64) / np.sum(sizes)
+    x = centres[rng.choice(k, n, p=p)] + rng.standard_normal((n, d))
     logits = x @ centres.T - 0.5 * (centres * centres).sum(1)
     return torch.softmax(torch.from_numpy(logits), dim=1).float()
+
+
+def zipf_probs(n, k, seed=0):
+    """:func:`mixture_probs` with rows drawn from centres of probability 1 / rank: at
+    N = 4K many centres hold no row of the batch, as in a training batch of a long-tailed
+    mixture, and the fairness term must fill them from other classes' rows."""
+    return mixture_probs(n, k, seed, sizes=1.0 / np.arange(1, k + 1))
 
 
 def flat_probs(n, k, seed=0):
@@ -64,7 +75,7 @@ def flat_probs(n, k, seed=0):
     return torch.softmax(0.1 * torch.randn(n, k, generator=g, dtype=torch.float64), 1).float()
 
 
-PROBS = {"mixture": mixture_probs, "flat": flat_probs}
+PROBS = {"mixture": mixture_probs, "zipf": zipf_probs, "flat": flat_probs}
 
 
 def cells(ks):
@@ -144,7 +155,9 @@ def report(rows, settings, ks):
         "densely while K² ≤ 48 N, matrix-free by conjugate gradients otherwise); **old "
         'default**: `method="newton-dense"` (always factored, the default before); **EM**: '
         '`method="em"` (the paper\'s, compiled). Predictions: **mixture** (softmax of a '
-        "nearest-centre head on a Gaussian mixture of K centres, 64 dimensions) and **flat** "
+        "nearest-centre head on a Gaussian mixture of K centres, 64 dimensions), **zipf** (the "
+        "same head, rows drawn from the centres with probability 1 / rank, so that many "
+        "clusters have no row of their own in the batch) and **flat** "
         '(softmax of 0.1 × N(0, 1) logits). Best of up to 5 runs; "—": skipped after a solve '
         "of that method took more than the budget at a smaller K. The kernels are "
         'single-threaded; "threads" is torch\'s setting (its share is the conversions).',
