@@ -117,7 +117,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     backbone_learning_rate : float, default=None
         Separate learning rate of a pretrained backbone (supplement Table 4: 1e-5).
     weight_decay : float or "auto", default="auto"
-        ``"auto"``: ``0.1 * min(1, n_features / 64)`` for the linear head, 0.01 otherwise.
+        ``"auto"``: ``0.1 * min(1, n_features / 64) * min(1, 10 / n_clusters)`` for the
+        linear head, 0.01 otherwise.
     batch_size : int or "auto", default="auto"
         Rows per mini-batch. ``"auto"``: 250 for the linear head, 100 for other models,
         raised to ``4 * n_clusters`` so that a batch can hold every cluster.
