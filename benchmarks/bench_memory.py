@@ -23,7 +23,7 @@ not speed, and a shared machine's contended OpenMP pool only slows the run down.
 Run ``python benchmarks/bench_memory.py --threads 1`` (a few minutes on two CPU cores; needs
 about 2.5 GB of free memory per process, one process at a time). It prints a markdown table and
 rewrites its own section of ``docs/benchmarks.md`` (markers ``<!-- bench_memory:start -->`` and
-``<!-- bench_memory:end -->``); other sections are kept.
+``<!-- bench_memory:end -->``, or the section named by ``--section``); other sections are kept.
 """
 
 from __future__ import annotations
@@ -166,6 +166,11 @@ def main(argv=None):
     parser.add_argument("--target-gb", type=float, default=1.3)
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--section",
+        default="bench_memory",
+        help="the section of --output it writes (another name keeps this one)",
+    )
     parser.add_argument("--max-epochs", type=int, default=1)
     parser.add_argument("--check-n", type=int, default=200_000, help="rows of the epochs check")
     parser.add_argument("--n-init", type=int, default=1)
@@ -210,7 +215,8 @@ def main(argv=None):
     growth = {r["method"]: r["fit"]["peak"] - r["fit"]["before"] for r in results}
     date = datetime.date.today().isoformat()
     lines = [
-        "## Memory of fit and predict on 1 GB of features (`benchmarks/bench_memory.py`)",
+        f"## Memory of fit and predict on {results[0]['array_mib']:.0f} MiB of features, "
+        f"K = {args.n_clusters} (`benchmarks/bench_memory.py`)",
         "",
         f"Measured {date} by `{' '.join(['python', 'benchmarks/bench_memory.py', *argv])}`.",
         "",
@@ -275,7 +281,7 @@ def main(argv=None):
         f"{(checks[2][2] - checks[0][2]) / check_mib:.2f} (N, K) arrays' worth: a "
         "restart keeps its labels and score, not its probabilities.",
     ]
-    return publish("bench_memory", "\n".join(lines), args, args.output, echo=True)
+    return publish(args.section, "\n".join(lines), args, args.output, echo=True)
 
 
 if __name__ == "__main__":
