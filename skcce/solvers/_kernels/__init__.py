@@ -24,7 +24,8 @@ The modules, each one job:
 * :mod:`._certificate`: ``F``, the dual ``q(w)`` and the certified gap ``F(Y) - q(w(Y))``;
 * :mod:`._supports` and :mod:`._interior`: the exact solver :func:`ipm_solve` (an interior
   point on each row's small support, with column generation), :mod:`._linalg` its Cholesky
-  routines and :mod:`._schur_cg` its matrix-free Newton system (large K);
+  routines, :mod:`._blocks` the rows' block inverses (diagonal plus rank two) and
+  :mod:`._schur_cg` its matrix-free Newton system (large K);
 * :mod:`._em`: the paper's EM, certified on the torch path's schedule;
 * :mod:`._entry`: the entries from Python.
 
