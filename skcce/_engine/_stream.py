@@ -110,13 +110,14 @@ class Start:
 
     def merged(self, X, inputs: Inputs, assign) -> Start:
         """These means and the rows of ``X`` (normalised by ``inputs``), each assigned to
-        the cluster ``assign(rows)`` says (rows read in blocks of :data:`BLOCK_VALUES`
-        values). A cluster that has no row yet takes the row ``assign`` scores highest
-        for it (its count stays 0, so that its first rows replace it)."""
+        the cluster ``assign(rows)`` says (rows read in blocks whose features and scores
+        each hold at most :data:`BLOCK_VALUES` values). A cluster that has no row yet takes
+        the row ``assign`` scores highest for it (its count stays 0, so that its first rows
+        replace it)."""
         k, d = self.means.shape
         sums, counts = np.zeros((k, d)), np.zeros(k)
         best, best_row = np.full(k, -np.inf), self.means.copy()
-        step = max(1, BLOCK_VALUES // max(1, d))
+        step = max(1, BLOCK_VALUES // max(1, d, k))  # the (rows, K) scores are bounded too
         cpu = torch.device("cpu")
         for begin in range(0, X.shape[0], step):
             rows = inputs.raw(X, slice(begin, begin + step), cpu).double().numpy()

@@ -140,11 +140,8 @@ def subsample_size(n_samples: int, n_clusters: int) -> int:
 
 def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int):
     """k-means++ seeds refined by Lloyd's iterations until they converge (scikit-learn's
-    ``KMeans`` defaults: ``tol=1e-4`` relative to the data's variance, at most 300).
-
-    A fixed small number of iterations stops far from convergence as K grows (ten leave a
-    100-cluster mixture at 0.70 accuracy where convergence reaches 0.83:
-    docs/design/018-kmeans-start-at-large-k.md).
+    ``KMeans`` defaults: ``tol=1e-4`` relative to the data's variance, at most 300), so that
+    the start is converged at any K (docs/design/018-kmeans-start-at-large-k.md).
 
     The seeds are drawn from at most ``max(2000, 20 * n_clusters)`` evenly spaced rows of
     Z (a random subsample already); Lloyd's iterations use all rows.

@@ -16,8 +16,8 @@ stored flat as ``E`` (``n1`` values), ``E a`` (``n1``), then :math:`\sqrt\delta`
 three entries of :math:`C^{-1}`: ``2 n1 + 4`` values, and a product with ``G`` costs O(n1).
 A row of ``n1 <= 2`` (the common case: two or three classes) keeps its inverse dense, in
 closed form (``n1 * n1`` values). A dense inverse of a wide row would cost ``n1^2`` memory
-and ``n1^3`` time per row: with near-uniform predictions at K = 1000 every row's support
-holds most classes, and a batch of 4 000 such rows asked for 32 GB.
+and ``n1^3`` time per row, and at large K a row's support can hold most classes
+(docs/design/019-pseudo-labels-at-a-thousand-clusters.md).
 
 Every function takes the flat buffer and a row's offset in it (:func:`length` values each).
 """
