@@ -88,7 +88,7 @@ def solve_one(probs, lam, tol):
     u = np.full(k, 1.0 / k)
     start = start_labels(probs, u, False)
     t0 = time.perf_counter()
-    supports, _, _, n_iter, certified, _, _ = ipm_supports(probs, u, lam, False, start, tol,
+    supports, _, _, n_iter, certified, _, _ = ipm_supports(probs, np.zeros(k), u, lam, False, start, tol,
                                                            100, 0)  # fmt: skip
     seconds = time.perf_counter() - t0
     labels = np.zeros((n, k))

@@ -131,6 +131,7 @@ def solve(problem, method, init, *, tol, max_iter):
         init=init_h,
         method=method,
         labels_dtype=np_dtype,
+        carry=problem.carry_np,
     )
     if not out.certified:
         return None
@@ -140,7 +141,8 @@ def solve(problem, method, init, *, tol, max_iter):
     return _result(labels, out.objective, out.gap, out.n_iter, method)
 
 
-def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map_=map, n_chunks=1):
+def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map_=map, n_chunks=1,
+                carry=None):
     """Compiled solves of ``R`` validated host problems at once (the batched restarts of
     :mod:`skcce._engine._batched`): one result per problem, None where the kernels do not
     certify (the caller then runs the torch path on that problem), or None for the whole
@@ -171,6 +173,10 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     n_chunks : int, default=1
         Workers of the default method (the pool's thread count). Each problem's result is
         the same whichever worker solves it.
+    carry : ndarray of shape (R, K), optional
+        Column mass carried into problem ``r``'s fairness term from earlier rows (row ``r``;
+        see :func:`~skcce.solvers._kernels.ipm_solve`), or None (zeros: each batch's own
+        marginal).
 
     Returns
     -------
@@ -187,13 +193,15 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     # (numba compiles every kernel again for it, about 15 s on a fresh cache)
     u = np.array(np.broadcast_to(u, (len(probs), k)))
     cap = _DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
+    c = np.zeros((len(probs), k)) if carry is None else np.array(carry, dtype=np.float64)
     if method in INTERIOR:
-        return _newton_stack(kn, np.ascontiguousarray(probs.numpy()), u, lam, fairness, tol,
+        return _newton_stack(kn, np.ascontiguousarray(probs.numpy()), c, u, lam, fairness, tol,
                              cap, map_, n_chunks, method)  # fmt: skip
 
     def one(r):
         out = kn.solve_collision_numba(
-            probs[r].numpy(), lam, u[r], fairness, tol=tol, max_iter=cap, method=method
+            probs[r].numpy(), lam, u[r], fairness, tol=tol, max_iter=cap, method=method,
+            carry=c[r],
         )
         if not out.certified:
             return None
@@ -202,7 +210,7 @@ def solve_stack(probs, *, lam, prior, fairness, loss, method, tol, max_iter, map
     return list(map_(one, range(len(probs))))
 
 
-def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks, method):
+def _newton_stack(kn, sigmas, carry, u, lam, fairness, tol, max_iter, map_, n_chunks, method):
     """:func:`solve_stack` of the default method: ``n_chunks`` workers (one ``map_`` task
     each) take the problems in turn from a shared counter, so a worker that drew fast
     problems takes more of them (no worker idles while another still holds a fixed range)."""
@@ -217,8 +225,8 @@ def _newton_stack(kn, sigmas, u, lam, fairness, tol, max_iter, map_, n_chunks, m
 
     def worker(_):  # the kernels release the GIL: workers solve on several threads
         while (r := next(turn)) < n:  # one compiled call a problem, writing its results
-            kn.ipm_solve_into(sigmas, sigmas, r, u[r], lam, forward, tol, max_iter, Y, value,
-                              gap, n_iter, ok, schur)  # fmt: skip
+            kn.ipm_solve_into(sigmas, sigmas, r, carry[r], u[r], lam, forward, tol, max_iter, Y,
+                              value, gap, n_iter, ok, schur)  # fmt: skip
 
     list(map_(worker, range(max(1, min(int(n_chunks), n)))))
     results = []

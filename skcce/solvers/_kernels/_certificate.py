@@ -46,11 +46,15 @@ def _xlogy(x, y):
 
 
 @njit(cache=True, error_model="numpy")
-def _phi(s, u, lam, n, forward):
-    """Phi(s) = lam * KL with ybar = s / N (as skcce.losses: xlogy conventions)."""
+def _phi(s, carry, u, lam, n, forward):
+    """Phi(s) = lam * KL with the marginal ``(s + carry) / (n + sum(carry))`` (as
+    skcce.losses: xlogy conventions); ``carry`` zero: the batch's own mean ``s / n``."""
+    n_eff = n
+    for k in range(s.shape[0]):
+        n_eff += carry[k]
     total = 0.0
     for k in range(s.shape[0]):
-        yb = s[k] / n
+        yb = (s[k] + carry[k]) / n_eff
         if forward:
             total += _xlogy(yb, yb) - _xlogy(yb, u[k])
         else:
@@ -59,7 +63,7 @@ def _phi(s, u, lam, n, forward):
 
 
 @njit(cache=True, error_model="numpy")
-def objective(sigma, Y, u, lam, forward):
+def objective(sigma, Y, carry, u, lam, forward):
     """F(Y) (may be ``+inf``)."""
     N, K = sigma.shape
     p, acc = 1.0, 0.0  # sum of ln x_i (see log_add)
@@ -70,52 +74,60 @@ def objective(sigma, Y, u, lam, forward):
             x += Y[i, k] * sigma[i, k]
             s[k] += Y[i, k]
         p, acc = log_add(p, acc, x)
-    return -(acc + math.log(p)) + _phi(s, u, lam, N, forward)
+    return -(acc + math.log(p)) + _phi(s, carry, u, lam, N, forward)
 
 
 @njit(cache=True, error_model="numpy")
-def initial_w(s, u, lam, n, forward):
+def initial_w(s, carry, u, lam, n, forward):
     """The multiplier of ``Problem.initial_w``: ``-grad Phi`` at the column sums (clamped)."""
     K = s.shape[0]
     floor = max(1e-3, 1e-6 * n)
     tiny = np.finfo(np.float64).tiny
+    n_eff = n
+    for k in range(K):
+        n_eff += carry[k]
     w = np.zeros(K)
     for k in range(K):
         if u[k] <= 0:
             continue
-        sk = max(s[k], floor)
+        sk = max(s[k], floor) + carry[k]
         if forward:
-            w[k] = -(lam / n) * (math.log(sk / (n * max(u[k], tiny))) + 1.0)
+            w[k] = -(lam / n_eff) * (math.log(sk / (n_eff * max(u[k], tiny))) + 1.0)
         else:
             w[k] = lam * u[k] / sk
     return w
 
 
 @njit(cache=True, error_model="numpy")
-def dual_value(psi_sum, w, u, lam, n, forward):
-    """q(w) = sum_i psi_i + Phi(s*(w)) + w's*(w)."""
+def dual_value(psi_sum, w, carry, u, lam, n, forward):
+    """q(w) = sum_i psi_i + Phi(s*(w)) + w's*(w), where ``s*(w) >= 0`` minimises
+    ``Phi(s) + w's`` (the unconstrained minimiser less ``carry``, clipped at zero)."""
     K = w.shape[0]
+    n_eff = n
+    for k in range(K):
+        n_eff += carry[k]
     sd = np.zeros(K)
     for k in range(K):
         if u[k] <= 0:
             continue
         if forward:
-            sd[k] = n * u[k] * math.exp(-n * w[k] / lam - 1.0)
+            t = n_eff * u[k] * math.exp(-n_eff * w[k] / lam - 1.0)
         else:
-            sd[k] = lam * u[k] / w[k]
+            t = lam * u[k] / w[k]
+        sd[k] = t - carry[k] if not t <= carry[k] else 0.0
     ws = 0.0
     for k in range(K):
         ws += w[k] * sd[k]
-    return psi_sum + _phi(sd, u, lam, n, forward) + ws
+    return psi_sum + _phi(sd, carry, u, lam, n, forward) + ws
 
 
 @njit(cache=True, error_model="numpy")
-def dual_at(sigma, s, u, lam, forward, responses):
+def dual_at(sigma, s, carry, u, lam, forward, responses):
     """``(q(w), w)`` at the multiplier ``w = initial_w(s)`` of the column sums ``s``, writing
     each row's best response into ``responses``."""
     N, K = sigma.shape
     allowed = allowed_classes(u, forward)
-    w = initial_w(s, u, lam, N, forward)
+    w = initial_w(s, carry, u, lam, N, forward)
     p, acc, lin = 1.0, 0.0, 0.0  # the row minima -ln x_i - lin_i, summed (see log_add)
     ew = _exp_w(w, allowed)
     first, second, share = responses
@@ -126,7 +138,7 @@ def dual_at(sigma, s, u, lam, forward, responses):
         share[i] = ya
         p, acc = log_add(p, acc, xr)
         lin += li
-    return dual_value(-(acc + math.log(p)) - lin, w, u, lam, N, forward), w
+    return dual_value(-(acc + math.log(p)) - lin, w, carry, u, lam, N, forward), w
 
 
 @njit(cache=True, error_model="numpy")
@@ -148,19 +160,19 @@ def new_responses(N):
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def certificate(sigma, Y, u, lam, forward):
+def certificate(sigma, Y, carry, u, lam, forward):
     """``(F(Y), q(w), w)`` with ``w = initial_w(column sums of Y)``; the gap is ``F - q``."""
     N, K = sigma.shape
     s = np.zeros(K)
     for i in range(N):
         for k in range(K):
             s[k] += Y[i, k]
-    q, w = dual_at(sigma, s, u, lam, forward, new_responses(N))
-    return objective(sigma, Y, u, lam, forward), q, w
+    q, w = dual_at(sigma, s, carry, u, lam, forward, new_responses(N))
+    return objective(sigma, Y, carry, u, lam, forward), q, w
 
 
 @njit(cache=True, error_model="numpy")
-def certificate_on_supports(sigma, supports, u, lam, forward, responses, s):
+def certificate_on_supports(sigma, supports, carry, u, lam, forward, responses, s):
     """``(F, q)`` of :func:`certificate` for the labels that ``supports`` hold (each row
     renormalised, as the solver returns them), read from the supports: the column sums and
     ``F`` cost O(N x support), the best responses (written to ``responses``) read all of
@@ -180,5 +192,5 @@ def certificate_on_supports(sigma, supports, u, lam, forward, responses, s):
             x += share * sigma[i, classes[i, q]]
             s[classes[i, q]] += share
         p, acc = log_add(p, acc, x)
-    dual, _ = dual_at(sigma, s, u, lam, forward, responses)
-    return -(acc + math.log(p)) + _phi(s, u, lam, N, forward), dual
+    dual, _ = dual_at(sigma, s, carry, u, lam, forward, responses)
+    return -(acc + math.log(p)) + _phi(s, carry, u, lam, N, forward), dual

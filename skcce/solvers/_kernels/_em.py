@@ -101,8 +101,9 @@ def _mstep_row(sig, a, lam, out):
 
 
 @njit(cache=True, error_model="numpy")
-def em_step(sigma, Y, u, lam):
-    """One EM iteration: E-step ``a_ik = u_k y_ik / s_k`` and the exact M-step of every row."""
+def em_step(sigma, Y, carry, u, lam):
+    """One EM iteration: E-step ``a_ik = u_k y_ik / (s_k + carry_k)`` and the exact M-step of
+    every row (the carried mass is a fixed row of the E-step's bound)."""
     N, K = sigma.shape
     s = np.zeros(K)
     for i in range(N):
@@ -110,8 +111,8 @@ def em_step(sigma, Y, u, lam):
             s[k] += Y[i, k]
     scale = np.zeros(K)
     for k in range(K):
-        if s[k] > 0:
-            scale[k] = u[k] / s[k]
+        if s[k] + carry[k] > 0:
+            scale[k] = u[k] / (s[k] + carry[k])
     out = np.empty((N, K))
     a = np.empty(K)
     for i in range(N):
@@ -122,25 +123,25 @@ def em_step(sigma, Y, u, lam):
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def em_solve(sigma, u, lam, Y0, tol, max_iter):
+def em_solve(sigma, carry, u, lam, Y0, tol, max_iter):
     """The paper's EM (reverse fairness), certified as the torch path certifies it.
 
     The certificate ``F(Y) - q(initial_w(Y))`` is evaluated on the first 8 iterates and then
     every 10th (and at ``max_iter``). Returns ``(Y, value, gap, n_iter, certified)``.
     """
     Y = Y0.copy()
-    value = objective(sigma, Y, u, lam, False)
+    value = objective(sigma, Y, carry, u, lam, False)
     gap = _INF
     n_iter = 0
     while True:
         certify = n_iter < 8 or n_iter % _CERTIFY_EVERY == 0
         if certify or n_iter >= max_iter:
-            F, q, _ = certificate(sigma, Y, u, lam, False)
+            F, q, _ = certificate(sigma, Y, carry, u, lam, False)
             gap = F - q
             if math.isfinite(value) and gap <= tol * max(abs(value), 1.0):
                 return Y, value, gap, n_iter, True
         if n_iter >= max_iter:
             return Y, value, gap, n_iter, False
         n_iter += 1
-        Y = em_step(sigma, Y, u, lam)
-        value = objective(sigma, Y, u, lam, False)
+        Y = em_step(sigma, Y, carry, u, lam)
+        value = objective(sigma, Y, carry, u, lam, False)

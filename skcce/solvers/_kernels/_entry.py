@@ -42,8 +42,9 @@ class NumbaResult(NamedTuple):
 
 
 def solve_collision_numba(
-    probs, lam, prior, fairness, *, tol, max_iter, init=None, method="newton", labels_dtype=None
-):
+    probs, lam, prior, fairness, *, tol, max_iter, init=None, method="newton", labels_dtype=None,
+    carry=None,
+):  # fmt: skip
     r"""Solve the collision-loss pseudo-label problem with the compiled kernels.
 
     The caller (:mod:`skcce.solvers._compiled`) has validated every input: rows of
@@ -71,6 +72,9 @@ def solve_collision_numba(
     labels_dtype : numpy dtype, optional
         Dtype of the returned labels; the certificate is computed on the labels as returned
         (rounded to this dtype), in float64.
+    carry : ndarray of shape (K,), optional
+        Column mass carried into the fairness term from earlier rows (see
+        :func:`~skcce.solvers._kernels.ipm_solve`); default zeros.
 
     Returns
     -------
@@ -91,6 +95,7 @@ def solve_collision_numba(
     u = np.ascontiguousarray(prior, dtype=np.float64)
     forward = fairness == "forward"
     Y0 = sigma if init is None else np.ascontiguousarray(init, dtype=np.float64)
+    c = np.zeros(sigma.shape[1]) if carry is None else np.ascontiguousarray(carry, np.float64)
     low = labels_dtype is not None and np.dtype(labels_dtype) != np.float64
     if low:  # leave room for the rounding of the labels to their dtype
         tol_run = 0.1 * float(tol)
@@ -98,13 +103,13 @@ def solve_collision_numba(
         tol_run = float(tol)
     if method == "em":
         Y, value, gap, n_iter, ok = em_solve(
-            sigma, u, float(lam), start_labels(Y0, u, forward), tol_run, int(max_iter)
+            sigma, c, u, float(lam), start_labels(Y0, u, forward), tol_run, int(max_iter)
         )
     else:  # the stacked entry, with a stack of one, writing the labels in their dtype
         out_dtype = labels_dtype if low else np.float64
         Ys, values, gaps = np.empty((1,) + sigma.shape, dtype=out_dtype), np.empty(1), np.empty(1)
         iters, oks = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_)
-        ipm_solve_into(sigma[None], Y0[None], 0, u, float(lam), forward, tol_run, int(max_iter),
+        ipm_solve_into(sigma[None], Y0[None], 0, c, u, float(lam), forward, tol_run, int(max_iter),
                        Ys, values, gaps, iters, oks, SCHUR[method],
                        float(tol) if low else -1.0)  # fmt: skip
         Y, value, gap, n_iter, ok = Ys[0], values[0], gaps[0], iters[0], oks[0]
@@ -112,7 +117,7 @@ def solve_collision_numba(
     if low:
         Y = Y.astype(labels_dtype)
         Yd = Y.astype(np.float64)
-        value, q, _ = certificate(sigma, Yd, u, float(lam), forward)
+        value, q, _ = certificate(sigma, Yd, c, u, float(lam), forward)
         gap = value - q
         ok = bool(math.isfinite(value) and gap <= tol * max(abs(value), 1.0))
     if gap != gap:
@@ -158,13 +163,14 @@ def start_labels(Y, u, forward):
 
 @njit(cache=True, error_model="numpy", nogil=True)
 def ipm_solve_into(
-    sigmas, inits, r, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok, schur=0,
+    sigmas, inits, r, carry, u, lam, forward, tol, max_iter, Y, value, gap, n_iter, ok, schur=0,
     final_tol=-1.0,
 ):  # fmt: skip
     """:func:`ipm_solve` of problem ``r`` of a stack ``sigmas`` (R, N, K) from the start
     :func:`start_labels` of ``inits[r]`` (``inits`` is ``sigmas`` itself for the problems' own
     predictions), its results written into row ``r`` of the outputs ``Y`` (R, N, K),
-    ``value``, ``gap``, ``n_iter`` and ``ok`` (R,): one call per problem, and nothing to box
+    ``value``, ``gap``, ``n_iter`` and ``ok`` (R,), under the fairness term's ``carry``
+    (K,) (see :func:`ipm_solve`): one call per problem, and nothing to box
     for the caller. The one compiled entry of the default solver: the batched restarts'
     workers (:mod:`skcce.solvers._compiled`) and :func:`solve_collision_numba` (a stack of
     one) share it, so that a process compiles (or loads) the solver once. ``schur``: how the
@@ -177,7 +183,7 @@ def ipm_solve_into(
     sigma = sigmas[r]
     Y0 = start_labels(inits[r], u, forward)
     supports, F, g, n, certified, _, found = ipm_supports(
-        sigma, u, lam, forward, Y0, tol, max_iter, schur
+        sigma, carry, u, lam, forward, Y0, tol, max_iter, schur
     )
     N, K = sigma.shape
     for i in range(N):  # element loops: a slice assignment would compile numpy's broadcasting
@@ -192,7 +198,7 @@ def ipm_solve_into(
             for q in range(count[i]):
                 Y[r, i, classes[i, q]] = y[i, q] / tot
         if final_tol >= 0:  # the certificate of the labels as written (rounded)
-            F, q_dual = _written_certificate(sigma, supports, Y, r, u, lam, forward)
+            F, q_dual = _written_certificate(sigma, supports, Y, r, carry, u, lam, forward)
             g = F - q_dual if F - q_dual == F - q_dual else np.inf
             certified = math.isfinite(F) and g <= final_tol * max(abs(F), 1.0)
     value[r] = F
@@ -202,7 +208,7 @@ def ipm_solve_into(
 
 
 @njit(cache=True, error_model="numpy")
-def _written_certificate(sigma, supports, Y, r, u, lam, forward):
+def _written_certificate(sigma, supports, Y, r, carry, u, lam, forward):
     """``(F, q)`` of :func:`~skcce.solvers._kernels.certificate` for the labels ``Y[r]``
     written from ``supports`` (zero off them): ``F`` and the column sums read on the supports
     (O(N x support)), the dual bound from one pass of best responses."""
@@ -218,5 +224,5 @@ def _written_certificate(sigma, supports, Y, r, u, lam, forward):
             x += yk * sigma[i, k]
             s[k] += yk
         p, acc = log_add(p, acc, x)
-    dual, _ = dual_at(sigma, s, u, lam, forward, new_responses(N))
-    return -(acc + math.log(p)) + _phi(s, u, lam, N, forward), dual
+    dual, _ = dual_at(sigma, s, carry, u, lam, forward, new_responses(N))
+    return -(acc + math.log(p)) + _phi(s, carry, u, lam, N, forward), dual

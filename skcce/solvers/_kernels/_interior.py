@@ -124,7 +124,7 @@ def _step_arrays(N, W):
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter, schur=0):
+def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter, schur=0, carry=None):
     """Certified optimum of F by an interior-point method with column generation.
 
     Parameters
@@ -150,6 +150,11 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter, schur=0):
         of the solves. A matrix-free solve that stops uncertified before ``max_iter`` (a
         failed step) is run again with the dense factorisation (counted in ``n_iter`` and
         ``n_pass``).
+    carry : ndarray of shape (K,), optional
+        Column mass carried into the fairness term from earlier rows (``>= 0``): ``Phi`` is
+        then ``lam`` times the KL term of the marginal ``(s + carry) / (N + sum(carry))``
+        instead of ``s / N`` (the running marginal of :mod:`skcce._engine._marginal`).
+        Default: zeros (the batch's own marginal).
 
     Returns
     -------
@@ -163,40 +168,44 @@ def ipm_solve(sigma, u, lam, forward, Y0, tol, max_iter, schur=0):
     n_pass : int
         Passes of exact best responses over the data (certificates and pricing).
     """
+    if carry is None:
+        c = np.zeros(sigma.shape[1])
+    else:
+        c = carry
     supports, value, gap, n_iter, ok, n_pass, found = ipm_supports(
-        sigma, u, lam, forward, Y0, tol, max_iter, schur
+        sigma, c, u, lam, forward, Y0, tol, max_iter, schur
     )
     Y = sp.dense(supports, sigma.shape[1]) if found else Y0.copy()
     return Y, value, gap, n_iter, ok, n_pass
 
 
 @njit(cache=True, error_model="numpy")
-def ipm_supports(sigma, u, lam, forward, Y0, tol, max_iter, schur):
+def ipm_supports(sigma, carry, u, lam, forward, Y0, tol, max_iter, schur):
     """:func:`ipm_solve` with the labels left on their supports: returns ``(supports, value,
     gap, n_iter, certified, n_pass, found)``, where ``found`` False means that no iterate had
     a finite objective (the labels are then the warm start ``Y0``)."""
     N, K = sigma.shape
     free = matrix_free(N, K, schur)
-    out = _ipm(sigma, u, lam, forward, Y0, tol, max_iter, np.bool_(free))
+    out = _ipm(sigma, carry, u, lam, forward, Y0, tol, max_iter, np.bool_(free))
     if not free or out[4] or out[3] >= max_iter:
         return out
     # stopped uncertified before the cap with the matrix-free system (a failed step: an
     # ill-conditioned system, e.g. ties within rows under a strong pull): the same solve with
     # the dense factorisation, the better result kept. (A run that used every iteration is
     # not repeated: the dense one would cost at least as much.)
-    dense = _ipm(sigma, u, lam, forward, Y0, tol, max_iter, np.bool_(False))
+    dense = _ipm(sigma, carry, u, lam, forward, Y0, tol, max_iter, np.bool_(False))
     n_iter, n_pass = out[3] + dense[3], out[5] + dense[5]
     best = dense if dense[4] or dense[2] < out[2] else out
     return best[0], best[1], best[2], n_iter, best[4], n_pass, best[6]
 
 
 @njit(cache=True, error_model="numpy")
-def _ipm(sigma, u, lam, forward, Y0, tol, max_iter, free):
+def _ipm(sigma, carry, u, lam, forward, Y0, tol, max_iter, free):
     """:func:`ipm_supports` with the Newton system solved matrix-free (``free``) or
     densely."""
     N, K = sigma.shape
     allowed = allowed_classes(u, forward)
-    supports, price_first = _start(sigma, u, lam, forward, Y0, allowed)
+    supports, price_first = _start(sigma, carry, u, lam, forward, Y0, allowed)
     state = Iterate(np.empty(N), np.zeros(K), np.zeros(K, dtype=np.int64),
                     np.empty(N, dtype=np.int64), np.empty(K))  # fmt: skip
     newton = _newton_arrays(N, K, supports.y.shape[1], free)
@@ -215,12 +224,12 @@ def _ipm(sigma, u, lam, forward, Y0, tol, max_iter, free):
         mu = yz / n_var if n_var > 0 else 0.0
         if not _certificate_due(n_iter, max_iter, price_first, n_var):
             if scale < 0:
-                scale = _restricted_scale(state, u, lam, forward)
+                scale = _restricted_scale(state, carry, u, lam, forward)
             due = not yz > tol * scale  # the restricted problem is nearly solved
         else:
             due = True
         if due:
-            F, q = certificate_on_supports(sigma, supports, u, lam, forward, responses,
+            F, q = certificate_on_supports(sigma, supports, carry, u, lam, forward, responses,
                                            state.certified_sums)  # fmt: skip
             n_pass += 1
             gap = _INF if F - q != F - q else F - q
@@ -245,8 +254,8 @@ def _ipm(sigma, u, lam, forward, Y0, tol, max_iter, free):
         if steps.dy.shape[1] != supports.y.shape[1]:  # the supports were widened
             steps = _step_arrays(N, supports.y.shape[1])
             newton = _newton_arrays(N, K, supports.y.shape[1], newton.matrix_free)
-        ok, inverses = _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton,
-                                      inverses)  # fmt: skip
+        ok, inverses = _newton_system(sigma, carry, u, lam, forward, supports, state, n_multi,
+                                      newton, inverses)  # fmt: skip
         if not ok:
             break
         if not _step(sigma, supports, state, n_multi, n_var, mu, newton, inverses, steps, grown):
@@ -254,8 +263,8 @@ def _ipm(sigma, u, lam, forward, Y0, tol, max_iter, free):
                 break
             # conjugate gradients did not converge: the rest of the solve factors densely
             newton = _newton_arrays(N, K, supports.y.shape[1], np.bool_(False))
-            ok, inverses = _newton_system(sigma, u, lam, forward, supports, state, n_multi,
-                                          newton, inverses)  # fmt: skip
+            ok, inverses = _newton_system(sigma, carry, u, lam, forward, supports, state,
+                                          n_multi, newton, inverses)  # fmt: skip
             if not ok or not _step(sigma, supports, state, n_multi, n_var, mu, newton,
                                    inverses, steps, grown):  # fmt: skip
                 break
@@ -282,7 +291,7 @@ def matrix_free(N, K, schur):
 
 
 @njit(cache=True, error_model="numpy")
-def _start(sigma, u, lam, forward, Y0, allowed):
+def _start(sigma, carry, u, lam, forward, Y0, allowed):
     """The first supports, at an interior point, and whether the first certificate is due at
     iteration 0.
 
@@ -295,14 +304,15 @@ def _start(sigma, u, lam, forward, Y0, allowed):
     for i in range(N):
         for k in range(K):
             s[k] += Y0[i, k]
-    w = initial_w(s, u, lam, N, forward)
+    w = initial_w(s, carry, u, lam, N, forward)
     supports = sp.new_supports(N, K)
     psi0 = sp.initial_supports(sigma, w, allowed, lam, supports)
     if lam > _DENSE_LAM * N:  # a strong pull mixes many classes in every row: all of them
         supports = sp.every_class(supports, allowed)
     supports = sp.cover_active(sigma, u, supports)
     sp.interior_start(Y0, supports, _MU0)
-    gap0 = objective(sigma, Y0, u, lam, forward) - dual_value(psi0, w, u, lam, N, forward)
+    gap0 = (objective(sigma, Y0, carry, u, lam, forward)
+            - dual_value(psi0, w, carry, u, lam, N, forward))
     n_var0 = 0
     for i in range(N):
         if supports.count[i] > 1:
@@ -351,14 +361,14 @@ def _certificate_due(n_iter, max_iter, price_first, n_var):
 
 
 @njit(cache=True, error_model="numpy")
-def _restricted_scale(state, u, lam, forward):
+def _restricted_scale(state, carry, u, lam, forward):
     """``max(|F|, 1)`` of the restricted iterate, the scale of the first test for a
     certificate (later ones use the last certified F)."""
     x, s = state.x, state.sums
     p, acc = 1.0, 0.0
     for i in range(x.shape[0]):
         p, acc = log_add(p, acc, x[i])
-    return max(abs(_phi(s, u, lam, x.shape[0], forward) - acc - math.log(p)), 1.0)
+    return max(abs(_phi(s, carry, u, lam, x.shape[0], forward) - acc - math.log(p)), 1.0)
 
 
 @njit(cache=True, error_model="numpy")
@@ -430,29 +440,33 @@ def _price(supports, responses, allowed, Y0, mu, gap, n_var, strong, late):
 
 
 @njit(cache=True, error_model="numpy")
-def _fairness_derivatives(u, lam, forward, s, N, gradient, curvature):
+def _fairness_derivatives(carry, u, lam, forward, s, N, gradient, curvature):
     """The gradient and curvature (diagonal) of the fairness term at the column sums."""
+    n_eff = N
     for k in range(s.shape[0]):
-        if u[k] > 0 and s[k] > 0:
+        n_eff += carry[k]
+    for k in range(s.shape[0]):
+        sk = s[k] + carry[k]
+        if u[k] > 0 and sk > 0:
             if forward:
-                gradient[k] = lam / N * (math.log(s[k] / (N * u[k])) + 1.0)
-                curvature[k] = lam / (N * s[k])
+                gradient[k] = lam / n_eff * (math.log(sk / (n_eff * u[k])) + 1.0)
+                curvature[k] = lam / (n_eff * sk)
             else:
-                gradient[k] = -lam * u[k] / s[k]
-                curvature[k] = lam * u[k] / (s[k] * s[k])
+                gradient[k] = -lam * u[k] / sk
+                curvature[k] = lam * u[k] / (sk * sk)
         else:
             gradient[k] = 0.0
             curvature[k] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
-def _newton_system(sigma, u, lam, forward, supports, state, n_multi, newton, inverses):
+def _newton_system(sigma, carry, u, lam, forward, supports, state, n_multi, newton, inverses):
     """The Newton system with every moving row eliminated onto the column sums (see
     :func:`_eliminate_rows`) and the Schur complement factored. Returns ``(ok, inverses)``:
     False when a block or the Schur complement is not positive definite."""
     K = sigma.shape[1]
     count, multi, offsets, M = supports.count, state.multi, newton.offsets, newton.reduced
-    _fairness_derivatives(u, lam, forward, state.sums, sigma.shape[0], newton.gradient,
+    _fairness_derivatives(carry, u, lam, forward, state.sums, sigma.shape[0], newton.gradient,
                           newton.curvature)  # fmt: skip
     if not newton.matrix_free:
         for k in range(K):
