@@ -4,7 +4,9 @@ Given predictions ``probs`` :math:`\sigma` (N, K), :func:`solve_pseudo_labels` m
 
 .. math::  F(Y) = \sum_i H(y_i, \sigma_i) + \lambda\, KL(\cdot), \qquad y_i \in \Delta_K,
 
-(see :mod:`skcce.losses` for the convention) over row-stochastic ``Y``. Methods:
+(see :mod:`skcce.losses` for the convention) over row-stochastic ``Y``. The KL term is of the
+marginal :math:`\bar y = s / N`, :math:`s = \sum_i y_i`, or, with a ``carry`` ``c`` of column
+mass from earlier rows, of :math:`(s + c) / (N + \sum_k c_k)`. Methods:
 
 ``"newton"`` (default for the collision and reverse losses)
     For the collision loss on CPU (and CUDA, solved on the host), a compiled primal-dual
@@ -27,10 +29,11 @@ Given predictions ``probs`` :math:`\sigma` (N, K), :func:`solve_pseudo_labels` m
     ``"newton"`` with its Newton system always solved matrix-free, or always factored
     densely, whatever the shape.
 ``"em"``
-    The paper's Algorithm 1 inner loop: E-step :math:`S_{ik} = y_{ik}/\sum_j y_{jk}` and the exact
-    M-step of Theorem 1 / section 3 (safeguarded Newton on the scalar ``x``), warm-started from
-    ``init``. Defined for the reverse fairness (loss (b)) and every loss. The certificate is
-    computed on the first iterations and then every 10th.
+    The paper's Algorithm 1 inner loop: E-step :math:`S_{ik} = y_{ik}/\sum_j y_{jk}` (with a
+    carry: :math:`y_{ik}/(\sum_j y_{jk} + c_k)`) and the exact M-step of Theorem 1 / section 3
+    (safeguarded Newton on the scalar ``x``), warm-started from ``init``. Defined for the
+    reverse fairness (loss (b)) and every loss. The certificate is computed on the first
+    iterations and then every 10th.
 ``"pgd"``
     Projected gradient descent with a monotone backtracking step (the generic baseline);
     default for the Shannon loss (both fairness terms).
@@ -57,7 +60,7 @@ from skcce.solvers import _compiled, _em, _newton, _pgd, _sinkhorn
 from skcce.solvers._common import PseudoLabelResult, trivial_labels
 from skcce.solvers._duality import Problem
 from skcce.solvers._validation import METHODS as METHODS
-from skcce.solvers._validation import resolve_method, validate
+from skcce.solvers._validation import resolve_method, validate, validate_carry
 
 __all__ = ["PseudoLabelResult", "resolve_method", "solve_pseudo_labels"]
 
@@ -73,6 +76,7 @@ def solve_pseudo_labels(
     init=None,
     tol: float | None = None,
     max_iter: int | None = None,
+    carry=None,
 ) -> PseudoLabelResult:
     r"""Solve :math:`\min_Y \sum_i H(y_i, \sigma_i) + \lambda KL(\cdot)` over row-stochastic Y.
 
@@ -102,6 +106,12 @@ def solve_pseudo_labels(
     max_iter : int, optional
         Iteration cap (default 100 for newton, 5000 for em, 20000 for pgd). With "newton" it
         also caps the PGD safeguard that runs if the dual ascent stalls (default 20000).
+    carry : array-like of shape (K,), optional
+        Column mass carried into the fairness term from earlier rows (finite, ``>= 0``; a
+        running marginal across batches): with column sums :math:`s = \sum_i y_i` the
+        marginal is (s + carry)/(N + sum(carry)) instead of :math:`s / N`. None or zeros: the
+        batch's own marginal. Not accepted by "sinkhorn", which has no fairness term; with
+        ``fairness="forward"`` it must be zero where ``prior`` is.
 
     Returns
     -------
@@ -112,7 +122,8 @@ def solve_pseudo_labels(
     ------
     ValueError
         Non-finite or non-stochastic ``probs``/``init``, negative ``lam``, wrong shapes, a
-        prior that is not a distribution, or an unsupported method/loss combination.
+        prior that is not a distribution, an unsupported method/loss combination, or a
+        ``carry`` that is negative, not finite, of the wrong shape or given to "sinkhorn".
 
     Examples
     --------
@@ -126,9 +137,10 @@ def solve_pseudo_labels(
     True
     """
     probs, lam, prior, init, method = validate(probs, lam, fairness, prior, loss, method, init)
+    carry = validate_carry(carry, probs, prior, fairness, method)
     if tol is None:
         tol = 1e-5 if probs.dtype == torch.float32 else 1e-7
-    problem = Problem(probs, lam, fairness, prior, loss)
+    problem = Problem(probs, lam, fairness, prior, loss, carry)
     return _solve(problem, method, init, tol=tol, max_iter=max_iter)
 
 
@@ -163,12 +175,13 @@ def _solve(problem, method, init=None, *, tol, max_iter=None) -> PseudoLabelResu
     return _SOLVERS[method](problem, init, tol=tol, max_iter=max_iter)
 
 
-def make_problem(probs, *, lam, fairness, prior, loss) -> Problem:
+def make_problem(probs, *, lam, fairness, prior, loss, carry=None) -> Problem:
     """The :class:`~skcce.solvers._duality.Problem` of validated inputs (``prior`` None:
-    uniform), for :func:`_solve`."""
+    uniform; ``carry`` None: no carried column mass, see :func:`solve_pseudo_labels`), for
+    :func:`_solve`."""
     if prior is None:
         k = probs.shape[1]
         prior = torch.full((k,), 1.0 / k, dtype=probs.dtype, device=probs.device)
     else:
         prior = prior.to(dtype=probs.dtype, device=probs.device)
-    return Problem(probs, float(lam), fairness, prior, loss)
+    return Problem(probs, float(lam), fairness, prior, loss, carry)

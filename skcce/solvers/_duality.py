@@ -20,12 +20,19 @@ the problem is convex and the relative interior is feasible).
 * Shannon loss: :math:`\psi_i(w) = \min_k (-\ln \sigma_{ik} - w_k)`.
 * Reverse loss: :math:`y_k = \sigma_k / (\gamma - w_k)` with a scalar γ found by Newton's method.
 
-The fairness part (``s*(w)`` minimises :math:`\Phi(s) + w^\top s`):
+The fairness part (``s*(w)`` minimises :math:`\Phi(s) + w^\top s` over :math:`s \ge 0`).
+A *carry* ``c`` (K,), :math:`c_k \ge 0` (column mass from earlier rows), makes the marginal
+:math:`m = (s + c) / N'` with :math:`N' = N + \sum_k c_k` instead of :math:`s / N`; with
+:math:`t_k` the unconstrained minimiser of :math:`\Phi(s) + w^\top s` in :math:`s_k + c_k`,
+:math:`s^*_k = \max(t_k - c_k, 0)` (``c = 0``: :math:`s^* = t`):
 
-* reverse, :math:`\Phi = -\lambda \sum_k u_k \ln s_k + c`: :math:`s^*_k = \lambda u_k / w_k`
-  (``w_k > 0``; classes with ``u_k = 0`` need ``w_k >= 0`` and take ``w_k = 0``);
-* forward, :math:`\Phi = \frac{\lambda}{N} \sum_k s_k \ln \frac{s_k}{N u_k}`:
-  :math:`s^*_k = N u_k \exp(-N w_k / \lambda - 1)`.
+* reverse, :math:`\Phi = -\lambda \sum_k u_k \ln (s_k + c_k) + \mathrm{const}`:
+  :math:`t_k = \lambda u_k / w_k` (``w_k > 0``; classes with ``u_k = 0`` need ``w_k >= 0``
+  and take ``w_k = 0``);
+* forward, :math:`\Phi = \frac{\lambda}{N'} \sum_k (s_k + c_k) \ln \frac{s_k + c_k}{N' u_k}`:
+  :math:`t_k = N' u_k \exp(-N' w_k / \lambda - 1)`.
+
+Where :math:`s^*_k` is clipped at zero it does not move with ``w_k`` (no curvature there).
 
 This is our own derivation (see docs/user_guide); it is checked against an independent conic
 solver in the tests.
@@ -52,9 +59,13 @@ class Problem:
     fairness : {"reverse", "forward"}
     prior : torch.Tensor of shape (K,)
     loss : {"collision", "shannon", "reverse"}
+    carry : torch.Tensor or array-like of shape (K,), optional
+        Column mass (``>= 0``) carried into the fairness term from earlier rows: its marginal
+        is ``(s + carry) / (N + sum(carry))``. None or zeros: the batch's own ``s / N``
+        (``self.carry`` is then None).
     """
 
-    def __init__(self, probs, lam, fairness, prior, loss):
+    def __init__(self, probs, lam, fairness, prior, loss, carry=None):
         self.probs = probs
         self.lam = float(lam)
         self.fairness = fairness
@@ -63,6 +74,7 @@ class Problem:
         self.n, self.k = probs.shape
         self.active = prior > 0
         self._prior_np = None
+        self.carry, self._carry_np, self.n_eff = _carry(carry, probs)
 
     @property
     def prior_np(self):
@@ -71,12 +83,24 @@ class Problem:
             self._prior_np = self.prior.detach().double().cpu().numpy()
         return self._prior_np
 
+    @property
+    def carry_np(self):
+        """The carry as a float64 NumPy array (K,), or None when there is none."""
+        return self._carry_np
+
+    def marginal(self, s: torch.Tensor) -> torch.Tensor:
+        """The fairness term's marginal of the column sums ``s``: ``(s + carry) / n_eff``."""
+        if self.carry is None:
+            return s / self.n
+        return (s + self.carry) / self.n_eff
+
     def objective(self, Y: torch.Tensor) -> torch.Tensor:
         """F(Y) as a scalar tensor (may be +inf)."""
         rows = row_cross_entropy(Y, self.probs, self.loss).sum()
         if self.lam == 0:
             return rows
-        return rows + self.lam * _kl_term(Y.mean(dim=0), self.prior, self.fairness)
+        ybar = Y.mean(dim=0) if self.carry is None else self.marginal(Y.sum(dim=0))
+        return rows + self.lam * _kl_term(ybar, self.prior, self.fairness)
 
     def scale(self, value: torch.Tensor) -> torch.Tensor:
         """Denominator of relative gaps: max(|F|, 1)."""
@@ -84,31 +108,43 @@ class Problem:
 
     # ----- fairness conjugate -------------------------------------------------------------
     def dual_sums(self, w: torch.Tensor) -> torch.Tensor:
-        """s*(w): the column sums that minimise Phi(s) + w's (shape (K,))."""
-        u, lam = self.prior, self.lam
+        """s*(w): the column sums ``>= 0`` that minimise Phi(s) + w's (shape (K,))."""
+        u, lam, n = self.prior, self.lam, self.n_eff
         if self.fairness == "reverse":
-            return torch.where(self.active, lam * u / w, torch.zeros_like(w))
-        return self.n * u * torch.exp(-self.n * w / lam - 1.0)
+            t = torch.where(self.active, lam * u / w, torch.zeros_like(w))
+        else:
+            t = n * u * torch.exp(-n * w / lam - 1.0)
+        if self.carry is None:
+            return t
+        return torch.where(t <= self.carry, torch.zeros_like(t), t - self.carry)
 
     def fairness_value(self, s: torch.Tensor) -> torch.Tensor:
-        """Phi(s) = lam * KL with ybar = s / N."""
-        return self.lam * _kl_term(s / self.n, self.prior, self.fairness)
+        """Phi(s) = lam * KL of the marginal ``(s + carry) / n_eff`` (no carry: ``s / N``)."""
+        return self.lam * _kl_term(self.marginal(s), self.prior, self.fairness)
 
     def fairness_curvature(self, w: torch.Tensor, s_dual: torch.Tensor) -> torch.Tensor:
-        """ds*/dw negated (diagonal, >= 0)."""
+        """ds*/dw negated (diagonal, >= 0; zero where s* is clipped at zero)."""
+        total = s_dual if self.carry is None else s_dual + self.carry
         if self.fairness == "reverse":
-            return torch.where(self.active, s_dual / w, torch.zeros_like(w))
-        return self.n / self.lam * s_dual
+            curv = torch.where(self.active, total / w, torch.zeros_like(w))
+        else:
+            curv = self.n_eff / self.lam * total
+        if self.carry is None:
+            return curv
+        return torch.where(s_dual > 0, curv, torch.zeros_like(curv))
 
     def initial_w(self, Y0: torch.Tensor) -> torch.Tensor:
         """Multiplier whose s*(w) equals the column sums of Y0: the warm start of "newton" and
-        the multiplier that certifies an EM/PGD iterate."""
+        the multiplier that certifies an EM/PGD iterate (``-grad Phi`` at the column sums,
+        clamped away from zero)."""
         tiny = torch.finfo(Y0.dtype).tiny
         s = Y0.sum(dim=0).clamp_min(max(1e-3, 1e-6 * self.n))
-        u = self.prior
+        if self.carry is not None:
+            s = s + self.carry
+        u, n = self.prior, self.n_eff
         if self.fairness == "reverse":
             return torch.where(self.active, self.lam * u / s, torch.zeros_like(s))
-        w = -(self.lam / self.n) * (torch.log(s / (self.n * u.clamp_min(tiny))) + 1.0)
+        w = -(self.lam / n) * (torch.log(s / (n * u.clamp_min(tiny))) + 1.0)
         return torch.where(self.active, w, torch.zeros_like(w))
 
     # ----- certificate ---------------------------------------------------------------------
@@ -122,6 +158,20 @@ class Problem:
         value = self.objective(Y)
         _, psi = best_response(self, w)
         return value, value - self.dual_value(w, psi)
+
+
+def _carry(carry, probs):
+    """``(carry, carry_np, n_eff)`` of :class:`Problem`: the carry as a tensor of ``probs``'s
+    dtype and device and as float64 NumPy, and ``N + sum(carry)``; ``(None, None, N)`` when
+    there is no carry or it is all zeros."""
+    n = probs.shape[0]
+    if carry is None:
+        return None, None, n
+    c = torch.as_tensor(carry).to(dtype=probs.dtype, device=probs.device)
+    c_np = c.detach().double().cpu().numpy()
+    if not c_np.any():
+        return None, None, n
+    return c, c_np, n + float(c_np.sum())
 
 
 # ----- row best responses --------------------------------------------------------------------

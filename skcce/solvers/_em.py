@@ -1,6 +1,7 @@
 r"""The paper's EM for the pseudo-labels (supplement, Algorithm 1 and section 3).
 
-E-step: :math:`S_{ik} = y_{ik} / \sum_j y_{jk}`. Jensen's inequality bounds
+E-step: :math:`S_{ik} = y_{ik} / (\sum_j y_{jk} + c_k)`, with ``c`` the problem's carry (zero
+without one: it enters Jensen's bound as one fixed extra row). Jensen's inequality bounds
 :math:`-\lambda \sum_k u_k \ln \bar y_k` by a sum of per-row terms, so the M-step solves, for each
 row independently (weights :math:`a_k = u_k S_{ik}`, :math:`A = \sum_k a_k`),
 
@@ -29,9 +30,13 @@ from skcce.solvers._common import certified_result, certify, start_point
 _NEWTON_STEPS = 100
 
 
-def e_step(Y: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
-    """Weights a_ik = u_k * y_ik / sum_j y_jk (shape (N, K)); empty columns give zero weight."""
+def e_step(Y: torch.Tensor, prior: torch.Tensor, carry: torch.Tensor | None = None) -> torch.Tensor:
+    """Weights a_ik = u_k * y_ik / (sum_j y_jk + carry_k) (shape (N, K)); columns of zero
+    total give zero weight. ``carry`` (K,) is the fairness term's carried column mass (a
+    fixed extra row of Jensen's bound); None: zeros."""
     s = Y.sum(dim=0)
+    if carry is not None:
+        s = s + carry
     return Y * torch.where(s > 0, prior / torch.where(s > 0, s, 1), torch.zeros_like(s))
 
 
@@ -165,7 +170,7 @@ def run(problem, Y, *, tol, max_iter):
         if n_iter >= max_iter:
             return Y, value, gap, n_iter, False
         n_iter += 1
-        Y = mstep(problem.probs, e_step(Y, problem.prior), problem.lam)
+        Y = mstep(problem.probs, e_step(Y, problem.prior, problem.carry), problem.lam)
         value = problem.objective(Y)
 
 

@@ -10,7 +10,8 @@ column generation) and solves the restricted master problem
 
 which for the collision loss depends on the columns only through the row values
 :math:`x_{ij} = \sigma_i^\top y_{ij}` (N, m) and the column sums :math:`s_j` (K, m):
-:math:`F = -\sum_i \ln (X\alpha)_i + \Phi(S\alpha)`. It is convex in ``alpha``; a few
+:math:`F = -\sum_i \ln (X\alpha)_i + \Phi(S\alpha)` (``Phi`` with the problem's carry,
+if any: :mod:`skcce.solvers._duality`). It is convex in ``alpha``; a few
 sequential-quadratic steps (each QP over the simplex solved exactly as a non-negative least
 squares problem with SciPy's ``nnls``) with a monotone line search solve it. Every combination
 is a feasible labeling, so its objective is a valid upper bound for the certificate. Its column
@@ -89,9 +90,19 @@ def _value(problem, X, S, alpha):
     return -np.log(x).sum() + _phi(problem, s)
 
 
+def _carried(problem, s):
+    """``(s + carry, n_eff)``: the column sums the fairness term sees, and its row count
+    (no carry: ``(s, N)``)."""
+    c = problem.carry_np
+    if c is None:
+        return s, problem.n
+    return s + c, problem.n_eff
+
+
 def _phi(problem, s):
     u = problem.prior_np
-    lam, n = problem.lam, problem.n
+    lam = problem.lam
+    s, n = _carried(problem, s)
     act = u > 0
     if problem.fairness == "reverse":
         if np.any(s[act] <= 0):
@@ -105,7 +116,8 @@ def _phi(problem, s):
 def _phi_derivs(problem, s):
     """Gradient and diagonal Hessian of Phi at s (classes of zero prior: 0)."""
     u = problem.prior_np
-    lam, n = problem.lam, problem.n
+    lam = problem.lam
+    s, n = _carried(problem, s)
     g = np.zeros_like(s)
     h = np.zeros_like(s)
     act = u > 0

@@ -45,11 +45,14 @@ def gradient(problem, Y: torch.Tensor) -> torch.Tensor:
         G = -sigma / Y.clamp_min(tiny)
     if lam > 0:
         s = Y.sum(dim=0)
+        if problem.carry is not None:  # Phi sees the carried mass too (n_eff = N + its sum)
+            s = s + problem.carry
+        n = problem.n_eff
         if problem.fairness == "reverse":
             G = G - lam * u / s.clamp_min(tiny)
         else:
-            ratio = (s / (problem.n * u)).clamp_min(tiny)
-            G = G + torch.where(problem.active, lam / problem.n * (torch.log(ratio) + 1), 0)
+            ratio = (s / (n * u)).clamp_min(tiny)
+            G = G + torch.where(problem.active, lam / n * (torch.log(ratio) + 1), 0)
     return G
 
 

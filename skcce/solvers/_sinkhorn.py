@@ -227,7 +227,10 @@ DEFAULT_MAX_ITER = 1000
 
 def _solve(problem, init, *, tol, max_iter):
     """The ``"sinkhorn"`` method on a validated problem (``init`` is not used): SeLa's
-    problem, not F, so ``gap`` is the marginal violation and no certificate."""
+    problem, not F, so ``gap`` is the marginal violation and no certificate. A problem with a
+    carry is refused (``ValueError``): SeLa's problem has no fairness term to carry into."""
+    if problem.carry is not None:
+        raise ValueError("method='sinkhorn' has no fairness term: a carry cannot enter it")
     max_iter = DEFAULT_MAX_ITER if max_iter is None else max_iter
     Y, value, gap, n_iter, ok = sinkhorn_labels(
         problem.probs, problem.prior, lam=problem.lam, tol=tol, max_iter=max_iter

@@ -187,3 +187,38 @@ def validate(probs, lam, fairness, prior, loss, method, init):
             )
     method = resolve_method(method, loss, fairness)
     return probs, lam, prior, init, method
+
+
+def validate_carry(carry, probs, prior, fairness, method):
+    """``carry`` of :func:`skcce.solvers.solve_pseudo_labels` as a tensor of ``probs``'s
+    dtype and device (None stays None).
+
+    Raises
+    ------
+    ValueError
+        A carry that is not numeric, not of shape (K,), not finite or negative; one given to
+        ``method="sinkhorn"`` (no fairness term to carry into); or, with ``fairness="forward"``,
+        one with mass on a class of zero prior (``KL(ybar||u)`` would be infinite).
+    """
+    if carry is None:
+        return None
+    k = probs.shape[1]
+    c = _as_tensor(carry, "carry", probs.dtype)
+    if c.shape != (k,):
+        raise ValueError(f"carry must have shape ({k},); got {tuple(c.shape)}")
+    if not bool(torch.isfinite(c).all()):
+        raise ValueError("carry contains NaN or infinite values")
+    if bool((c < 0).any()):
+        raise ValueError("carry contains negative values; it is column mass (>= 0)")
+    c = c.to(device=probs.device)
+    if method == "sinkhorn" and bool((c != 0).any()):
+        raise ValueError(
+            "method='sinkhorn' has no fairness term (its marginal is a hard constraint), so a "
+            "carry cannot enter it; pass carry=None or use another method"
+        )
+    if fairness == "forward" and bool(((c > 0) & (prior <= 0)).any()):
+        raise ValueError(
+            "carry has mass on a class of zero prior: with fairness='forward' KL(ybar||u) is "
+            "then infinite"
+        )
+    return c
