@@ -143,11 +143,12 @@ def test_certificate_matches_torch(fairness, prior):
             Y = torch.where(u > 0, Y, 0)
             Y = Y / Y.sum(dim=1, keepdim=True)
         value, gap = problem.gap(Y, problem.initial_w(Y))
-        F, q, w = kn.certificate(P.numpy(), Y.numpy(), np.zeros(P.shape[1]), u.numpy(), 30.0, fairness == "forward")
+        args = (np.zeros(P.shape[1]), u.numpy(), 30.0, fairness == "forward")
+        F, q, w = kn.certificate(P.numpy(), Y.numpy(), *args)
         np.testing.assert_allclose(w, problem.initial_w(Y).numpy(), rtol=1e-14, atol=1e-14)
         assert F == pytest.approx(float(value), rel=1e-13)
         assert F - q == pytest.approx(float(gap), rel=1e-9, abs=1e-10)
-        assert kn.objective(P.numpy(), Y.numpy(), np.zeros(P.shape[1]), u.numpy(), 30.0, fairness == "forward") == F
+        assert kn.objective(P.numpy(), Y.numpy(), *args) == F
 
 
 @pytest.mark.parametrize("lam", [0.5, 100.0, 1e4])
@@ -210,7 +211,8 @@ def test_compiled_matches_torch_reference(name, lam, fairness, monkeypatch):
     if ref.converged:
         assert ref.objective - fast.objective <= ref.gap + 1e-12 * scale
     # the objective reported is that of the labels returned
-    value = kn.objective(P.numpy(), Y.numpy(), np.zeros(P.shape[1]), np.full(P.shape[1], 1 / P.shape[1]), lam,
+    k = P.shape[1]
+    value = kn.objective(P.numpy(), Y.numpy(), np.zeros(k), np.full(k, 1 / k), lam,
                          fairness == "forward")  # fmt: skip
     assert value == pytest.approx(fast.objective, rel=1e-14)
 
@@ -254,8 +256,9 @@ def test_float32_keeps_dtype_and_certificate(monkeypatch):
     assert fast.gap <= 1e-5 * max(abs(fast.objective), 1.0)
     # the certificate is that of the float32 labels returned
     u = np.full(10, 0.1, dtype=np.float32).astype(np.float64)  # the prior in the input's dtype
-    value = kn.objective(P.double().numpy(), fast.labels.double().numpy(), np.zeros(len(u)), u, 100.0,
-                         False)
+    value = kn.objective(
+        P.double().numpy(), fast.labels.double().numpy(), np.zeros(len(u)), u, 100.0, False
+    )
     assert value == pytest.approx(fast.objective, rel=1e-14)
     assert abs(fast.objective - ref.objective) <= fast.gap + ref.gap + 1e-4 * abs(ref.objective)
 
@@ -519,7 +522,8 @@ def test_ipm_solve_into_writes_what_ipm_solve_returns():
     Y = np.full(sigmas.shape, -1.0)
     value, gap = np.full(3, -1.0), np.full(3, -1.0)
     n_iter, ok = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=bool)
-    kn.ipm_solve_into(sigmas, sigmas, 1, np.zeros(len(u)), u, 100.0, False, 1e-6, 200, Y, value, gap, n_iter, ok)
+    kn.ipm_solve_into(sigmas, sigmas, 1, np.zeros(len(u)), u, 100.0, False, 1e-6, 200, Y, value,
+                      gap, n_iter, ok)  # fmt: skip
     ref = kn.ipm_solve(sigmas[1], u, 100.0, False, kn.start_labels(sigmas[1], u, False), 1e-6, 200)
     np.testing.assert_array_equal(Y[1], ref[0])
     assert (value[1], gap[1], n_iter[1], ok[1]) == (ref[1], ref[2], ref[3], ref[4])
