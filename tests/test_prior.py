@@ -90,14 +90,17 @@ def test_shrink_guard_state_resumes():
     t.update(np.array([[0.5, 0.3, 0.2]]), rows=100)
     t.shrink_guard(_batch([50, 30, 20]))
     t.shrink_guard(_batch([90, 10, 0]))
+    t.marginal.see(np.array([[50.0, 30.0, 20.0]]), 100)
     state = t.state()
-    assert state.shape == (1, 9)
+    assert state.shape == (1, 12)  # masses, the guard's shares and peaks, the marginal
     resumed = PriorTracker("estimate", 3, 1, n_samples=200)
     resumed.restore(state)
     labels = _batch([90, 9, 1])
     np.testing.assert_array_equal(resumed.value, t.value)
+    np.testing.assert_array_equal(resumed.marginal.value, t.marginal.value)
     np.testing.assert_array_equal(resumed.shrink_guard(labels), t.shrink_guard(labels))
     older = PriorTracker("estimate", 3, 1, n_samples=200)
     older.restore(t.mass)  # a checkpoint written before the guard: the masses alone
     np.testing.assert_array_equal(older.value, t.value)
     assert older.hard is None
+    np.testing.assert_array_equal(older.marginal.value, np.full((1, 3), 1 / 3))  # its own

@@ -146,7 +146,11 @@ class _Batched:
         self.prior, self.prior_dev = self.tracker.tensors(self.cfg.device)
 
     def update_prior(self, results):
-        """After a step: each restart's tracker sees its batch's pseudo-labels."""
+        """After a step: each restart's tracker sees its batch's pseudo-labels (the running
+        marginal always, the prior when it varies)."""
+        sums = np.stack([res.labels.sum(dim=0).to("cpu", torch.float64).numpy()
+                         for res in results])  # fmt: skip
+        self.tracker.marginal.see(sums, results[0].labels.shape[0])
         if self.tracker.varies:
             self.tracker.see([res.labels for res in results])
             self._refresh()
@@ -190,17 +194,20 @@ class _Batched:
         compiled kernels' stacked entry, and the engine's solve for every problem they do
         not take or certify."""
         cfg = self.cfg
+        carry = self.tracker.marginal.carry(probs.shape[1])  # (R, K) or None
         results = _compiled.solve_stack(
             probs, lam=cfg.lam, prior=self.prior, fairness=cfg.fairness, loss=cfg.loss,
             method=cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter,
             map_=map if self.pool is None else _joined_map(self.pool),
-            n_chunks=1 if self.pool is None else cfg.solve_threads,
+            n_chunks=1 if self.pool is None else cfg.solve_threads, carry=carry,
         )  # fmt: skip
         if results is None:
             results = [None] * len(probs)
         priors = [None] * len(probs) if self.prior is None else self.prior
+        carries = [None] * len(probs) if carry is None else carry
         return [
-            res or solve_rows(p, cfg, u) for res, p, u in zip(results, probs, priors, strict=True)
+            res or solve_rows(p, cfg, u, c)
+            for res, p, u, c in zip(results, probs, priors, carries, strict=True)
         ]
 
     def step(self, raw, rows):

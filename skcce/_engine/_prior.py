@@ -50,6 +50,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from skcce._engine._marginal import RunningMarginal
+
 #: The shrink guard (:meth:`PriorTracker.shrink_guard`): a cluster's rows gain weight once its
 #: share of the hard assignments falls below this fraction of the largest it has had ...
 GUARD_FRACTION = 0.25
@@ -92,6 +94,13 @@ class PriorTracker:
         self.hard = self.peak = None  # the shrink guard's shares (after the first batch)
         self.sorted = None if values is None else np.sort(np.asarray(values, np.float64))
         self.value = self._from_mass()
+        # the fairness term's running marginal (skcce._engine._marginal), from the priors
+        self.marginal = RunningMarginal(self.value)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if "marginal" not in state:  # a tracker pickled before the running marginal
+            self.marginal = RunningMarginal(self.value)
 
     @property
     def varies(self) -> bool:
@@ -179,17 +188,21 @@ class PriorTracker:
         return self._from_mass(mass[None, :], self.kinds[i : i + 1])[0]
 
     def state(self):
-        """The estimated masses (R, K) for a checkpoint, followed along the second axis by
-        the shrink guard's shares and peaks once it has seen a batch (R, 3K)."""
-        if self.hard is None:
-            return self.mass.copy()
-        return np.concatenate([self.mass, self.hard, self.peak], axis=1)
+        """For a checkpoint, along the second axis: the estimated masses, the shrink guard's
+        shares and peaks once it has seen a batch, and the fairness term's running marginal
+        (R, 2K or 4K)."""
+        parts = [self.mass] if self.hard is None else [self.mass, self.hard, self.peak]
+        return np.concatenate([*parts, self.marginal.value], axis=1)
 
     def restore(self, state):
-        """Continue from :meth:`state` (a checkpoint's masses, with or without the guard's
-        shares)."""
+        """Continue from :meth:`state` (a checkpoint's masses; the guard's shares and the
+        running marginal where it holds them: R x K or 3K values are a state without the
+        marginal, which then keeps its own)."""
         state = np.array(state, dtype=np.float64).reshape(len(self.kinds), -1)
         k = self.k
+        if state.shape[1] in (2 * k, 4 * k):
+            self.marginal.value = state[:, -k:].copy()
+            state = state[:, :-k]
         self.mass = state[:, :k].copy()
         if state.shape[1] == 3 * k:
             self.hard, self.peak = state[:, k : 2 * k].copy(), state[:, 2 * k :].copy()

@@ -77,9 +77,19 @@ class Step:
         self.prior = None if prior is None else prior[0]  # one restart
         self.prior_dev = None if prior_dev is None else prior_dev[0]
 
+    def carry(self, n_rows):
+        """The fairness term's carried mass (K,) for a batch of ``n_rows`` rows, or None (see
+        :mod:`skcce._engine._marginal`)."""
+        carry = None if self.tracker is None else self.tracker.marginal.carry(n_rows)
+        return None if carry is None else carry[0]
+
     def update_prior(self, labels):
         """After a step: the tracker sees the batch's pseudo-labels ``labels`` (B, K)."""
-        if self.tracker is not None and self.tracker.varies:
+        if self.tracker is None:
+            return
+        sums = labels.detach().sum(dim=0).to("cpu", torch.float64).numpy()
+        self.tracker.marginal.see(sums[None, :], labels.shape[0])
+        if self.tracker.varies:
             self.tracker.see([labels])
             self._refresh()
 
@@ -94,8 +104,8 @@ class Step:
         return torch.from_numpy(local).to(self.cfg.device, torch.float32)
 
     def prior_state(self):
-        """The tracker's estimated masses (None when the prior is uniform)."""
-        return None if self.tracker is None or not self.tracker.varies else self.tracker.state()
+        """The tracker's state: estimated masses and running marginal (None without one)."""
+        return None if self.tracker is None else self.tracker.state()
 
 
 @dataclass
@@ -122,13 +132,14 @@ def _local_loss(values, n_local, n_global, world_size):
     return values * (world_size * n_local / n_global)
 
 
-def pseudo_labels(probs, n_global, cfg, prior, ctx):
+def pseudo_labels(probs, n_global, cfg, prior, ctx, carry=None):
     """This rank's rows of the exact pseudo-labels of the global batch, and the solver result.
 
     ``probs`` (float64, this rank's rows of the global batch of ``n_global`` rows, in the
     shard order of ``ctx``) are gathered from every rank; every rank solves the same global
     problem with the same deterministic solver and keeps its own rows, so the labels are
-    bitwise those of one process solving the concatenated batch.
+    bitwise those of one process solving the concatenated batch. ``carry``: the fairness
+    term's carried mass (K,) or None (:mod:`skcce._engine._marginal`).
 
     Raises
     ------
@@ -136,7 +147,7 @@ def pseudo_labels(probs, n_global, cfg, prior, ctx):
         The network's predictions are not finite (training diverged).
     """
     probs = host_probs(ctx.gather_rows(probs, n_global), cfg)
-    res = solve_rows(probs, cfg, prior)
+    res = solve_rows(probs, cfg, prior, carry)
     return res.labels[_local_rows(ctx, n_global)], res
 
 
@@ -167,9 +178,15 @@ def host_probs(probs, cfg):
     return probs
 
 
-def solve_rows(probs, cfg, prior):
-    """The exact pseudo-labels of the rows ``probs`` (finite, on the simplex): the result."""
-    problem = make_problem(probs, lam=cfg.lam, fairness=cfg.fairness, prior=prior, loss=cfg.loss)
+def solve_rows(probs, cfg, prior, carry=None):
+    """The exact pseudo-labels of the rows ``probs`` (finite, on the simplex): the result.
+    ``carry`` (K,) NumPy or None: the fairness term's carried mass."""
+    if carry is not None and cfg.solver != "sinkhorn":
+        carry = torch.as_tensor(carry, dtype=probs.dtype, device=probs.device)
+    else:  # SeLa's hard marginal takes no fairness term
+        carry = None
+    problem = make_problem(probs, lam=cfg.lam, fairness=cfg.fairness, prior=prior, loss=cfg.loss,
+                           carry=carry)  # fmt: skip
     return _solve(problem, cfg.solver, tol=cfg.solver_tol, max_iter=cfg.solver_max_iter)
 
 
@@ -198,7 +215,7 @@ def train_step(step: Step, X, rows, aug_gen) -> StepResult:
     sigma = torch.softmax(logits, dim=1)
     probs = sigma.detach().to(torch.float64)
     probs = probs / probs.sum(dim=1, keepdim=True)  # exact rows in float64
-    Y, res = pseudo_labels(probs, n_global, cfg, step.prior, ctx)
+    Y, res = pseudo_labels(probs, n_global, cfg, step.prior, ctx, step.carry(n_global))
     factors = step.guard_factors(res.labels, n_global, ctx)  # this rank's rows, or None
     _scale_rows(logits, factors)
     Y = _transfer.to_device(Y.to(logits.dtype), device)  # labels solved on the host: one copy
