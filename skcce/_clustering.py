@@ -89,7 +89,11 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Smallest and largest K that ``n_clusters="auto"`` tries.
     lam : float, default=100.0
         Fairness weight λ of the pseudo-label step, summed over a batch's rows (the
-        averaged-loss equivalent is ``lam / batch_size``).
+        averaged-loss equivalent is ``lam / batch_size``). The term's :math:`\bar y` is the
+        batch's mean pseudo-label while a batch holds at least :math:`\lceil K H_K\rceil`
+        rows (the rows in which all K clusters are expected to appear; :math:`H_K` the
+        harmonic number); a smaller batch adds that many rows less its own of the running
+        mean of earlier batches' labels (docs/design/020-fairness-window.md).
     fairness : {"reverse", "forward"}, default="reverse"
         :math:`KL(u\|\bar y)` (the paper's loss (b)) or :math:`KL(\bar y\|u)` (loss (a)).
     loss : {"collision", "shannon", "reverse"}, default="collision"
