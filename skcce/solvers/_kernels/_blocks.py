@@ -135,6 +135,35 @@ def entry(inverses, o, n1, p1, p2):
     return g
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def is_dense(n1):
+    """Whether a row of ``n1`` non-basic entries keeps its inverse dense."""
+    return n1 <= _DENSE
+
+
+@njit(cache=True, error_model="numpy")
+def low_rank_factors(inverses, o, n1, f1, f2):
+    """``G = diag(E) - f1 f1' - f2 f2'`` for the (not dense) row stored at ``o``: writes
+    ``f1[:n1]`` and ``f2[:n1]`` (``EU`` times the Cholesky factor of ``C^-1``) and returns
+    their sums."""
+    t = o + 2 * n1
+    root, i00, i01, i11 = inverses[t], inverses[t + 1], inverses[t + 2], inverses[t + 3]
+    l00 = math.sqrt(i00)
+    l10 = i01 / l00
+    l11 = math.sqrt(max(i11 - l10 * l10, 0.0))
+    s1 = 0.0
+    s2 = 0.0
+    for p in range(n1):
+        u2 = root * inverses[o + p]
+        a = l00 * inverses[o + n1 + p] + l10 * u2
+        b = l11 * u2
+        f1[p] = a
+        f2[p] = b
+        s1 += a
+        s2 += b
+    return s1, s2
+
+
 @njit(cache=True, error_model="numpy")
 def total(inverses, o, n1):
     """The sum of every entry of ``G`` (``1' G 1``) of the row stored at ``o``."""

@@ -479,8 +479,15 @@ def _newton_system(sigma, carry, u, lam, forward, supports, state, n_multi, newt
         total += bk.length(count[i] - 1)
     if inverses.shape[0] < total:
         inverses = np.zeros(total)
-    if not _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
+    n_wide = 0  # rows summed by the matrix product (see _eliminate_rows): two factor rows each
+    if not newton.matrix_free:
+        for t in range(n_multi):
+            n_wide += _by_product(count[multi[t]] - 1, K)
+    factors = np.zeros((2 * n_wide, K))
+    if not _eliminate_rows(sigma, supports, state, n_multi, newton, inverses, factors):
         return False, inverses
+    if n_wide > 0:  # the rank-two terms of the wide rows, summed in one product
+        M -= np.dot(factors.T, factors)
     if newton.matrix_free:
         for k in range(K):
             newton.root_curvature[k] = math.sqrt(newton.curvature[k])
@@ -492,17 +499,33 @@ def _newton_system(sigma, carry, u, lam, forward, supports, state, n_multi, newt
     return ok, inverses
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _by_product(n1, K):
+    """Whether a row of ``n1`` non-basic entries adds its rank-two term to the Schur
+    complement through the matrix product of all such rows rather than entry by entry:
+    when it holds more than half the classes. Entry by entry the term costs ``2 n1^2``
+    multiply-adds, in the product ``2 K^2`` (at a blocked product's speed)."""
+    return not bk.is_dense(n1) and 2 * n1 > K
+
+
 @njit(cache=True, error_model="numpy")
-def _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
+def _eliminate_rows(sigma, supports, state, n_multi, newton, inverses, factors):
     """Each moving row's reduced block (its entries less the basic one, its largest, which
     the row's simplex constraint eliminates) inverted into ``inverses`` (flat, at
     ``newton.offsets``, in the shapes of :mod:`._blocks`) and, unless the system is solved
-    matrix-free, summed onto the column sums in ``newton.reduced``. Returns False when a
-    block is not positive definite."""
+    matrix-free, summed onto the column sums in ``newton.reduced``: a dense block entry by
+    entry; a diagonal-plus-rank-two one by its diagonal and its rank-two term, written as
+    two factors ``f`` (``- f f'`` each), entry by entry or, for a row of most classes
+    (:func:`_by_product`), left as two rows of ``factors`` (mapped to the columns; the
+    caller subtracts ``factors' factors``, one matrix product for all such rows). Returns
+    False when a block is not positive definite."""
     classes, count, y, z = supports
     x, multi = state.x, state.multi
     M, diag, basic, offsets = newton.reduced, newton.block_diagonal, newton.basic, newton.offsets
     slopes, idx = newton.slopes, newton.nonbasic
+    K = sigma.shape[1]
+    f1, f2 = np.empty(slopes.shape[0]), np.empty(slopes.shape[0])  # a wide row's factors
+    wide = 0  # the next row of factors
     for t in range(n_multi):
         i = multi[t]
         m = count[i]
@@ -529,6 +552,35 @@ def _eliminate_rows(sigma, supports, state, n_multi, newton, inverses):
         if not bk.invert(diag, slopes, dr, n1, inverses, o):
             return False
         if newton.matrix_free:  # the Schur complement is not formed (see _schur_cg)
+            continue
+        if not bk.is_dense(n1):
+            s1, s2 = bk.low_rank_factors(inverses, o, n1, f1, f2)
+            all_sum = 0.0
+            for p in range(n1):
+                e = inverses[o + p]
+                k = idx[p]
+                M[k, k] += e
+                M[k, r] -= e
+                M[r, k] -= e
+                all_sum += e
+            M[r, r] += all_sum
+            if _by_product(n1, K):
+                for p in range(n1):
+                    factors[wide, idx[p]] = f1[p]
+                    factors[wide + 1, idx[p]] = f2[p]
+                factors[wide, r] = -s1
+                factors[wide + 1, r] = -s2
+                wide += 2
+                continue
+            for p1 in range(n1):  # - f f' with the factors' entry -s on the basic class
+                a1, b1 = f1[p1], f2[p1]
+                k1 = idx[p1]
+                for p2 in range(n1):
+                    M[k1, idx[p2]] -= a1 * f1[p2] + b1 * f2[p2]
+                cross = a1 * s1 + b1 * s2
+                M[k1, r] += cross
+                M[r, k1] += cross
+            M[r, r] -= s1 * s1 + s2 * s2
             continue
         all_sum = 0.0
         for p1 in range(n1):
