@@ -49,7 +49,7 @@ except ImportError:  # older scikit-learn: no callbacks, nothing to support
 
 _MODEL_NAMES = ("linear", "vgg4", "resnet18")
 #: the keys of ``solver_options`` and their defaults
-_SOLVER_DEFAULTS = {"method": "auto", "tol": 1e-5, "max_iter": 100}
+_SOLVER_DEFAULTS = {"method": "auto", "tol": 1e-5, "max_iter": 200}
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     solver_options : dict, default=None
         Pseudo-label solver settings: ``"method"`` (default ``"auto"``, see
         :func:`~skcce.solvers.solve_pseudo_labels`), ``"tol"`` (certified relative duality
-        gap, 1e-5) and ``"max_iter"`` (100) per batch.
+        gap, 1e-5) and ``"max_iter"`` (200) per batch.
     augment : "auto", None, "default" or callable, default="auto"
         Augmentation consistency (supplement Table 4). ``"auto"``: ``"default"`` for image
         models (:func:`skcce.models.default_augmentation`), None otherwise.

@@ -140,7 +140,9 @@ def test_release_pickle_loads_with_solver_options_and_refits():
     bound = float32_logit_bound(model, X)
     assert_proba_within_float32(model.predict_proba(X), RELEASE_PROBA, bound)
     params = model.get_params()
-    assert params["solver_options"] == {"tol": 1e-6}  # solver_tol=1e-6 carried over
+    # solver_tol=1e-6 carried over, and the release's cap of 100 iterations (the default
+    # became 200) kept as its own
+    assert params["solver_options"] == {"tol": 1e-6, "max_iter": 100}
     assert not {"solver", "solver_tol", "solver_max_iter", "em_tol", "em_max_iter"} & set(params)
     # the loaded estimator is a valid one: it clones and fits again
     from sklearn.base import clone
