@@ -148,11 +148,8 @@ class _Batched:
     def update_prior(self, results):
         """After a step: each restart's tracker sees its batch's pseudo-labels (the running
         marginal always, the prior when it varies)."""
-        sums = np.stack([res.labels.sum(dim=0).to("cpu", torch.float64).numpy()
-                         for res in results])  # fmt: skip
-        self.tracker.marginal.see(sums, results[0].labels.shape[0])
+        self.tracker.see([res.labels for res in results])
         if self.tracker.varies:
-            self.tracker.see([res.labels for res in results])
             self._refresh()
 
     def _fused(self):

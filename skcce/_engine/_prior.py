@@ -128,13 +128,15 @@ class PriorTracker:
         self.value = self._from_mass()
 
     def see(self, labels):
-        """After a step: move each restart's mass towards the mean of its batch's
-        pseudo-labels (``labels``: one (B, K) tensor per restart, same B). Nothing happens
-        when every prior is uniform."""
+        """After a step: the running marginal of each restart takes in its batch's
+        pseudo-labels (``labels``: one (B, K) tensor per restart, same B), and so does its
+        mass estimate when its prior varies."""
+        rows = labels[0].shape[0]
+        sums = torch.stack([y.detach().sum(dim=0, dtype=torch.float64) for y in labels])
+        sums = sums.cpu().numpy()  # (R, K): one copy
+        self.marginal.see(sums, rows)
         if self.varies:
-            stacked = torch.stack([y.detach() for y in labels])  # (R, B, K): one pass
-            ybar = stacked.to("cpu", torch.float64).mean(dim=1).numpy()
-            self.update(ybar, labels[0].shape[0])
+            self.update(sums / rows, rows)
 
     def shrink_guard(self, labels):
         """The shrink guard (module notes) for a batch whose pseudo-labels are solved: move

@@ -87,10 +87,8 @@ class Step:
         """After a step: the tracker sees the batch's pseudo-labels ``labels`` (B, K)."""
         if self.tracker is None:
             return
-        sums = labels.detach().sum(dim=0).to("cpu", torch.float64).numpy()
-        self.tracker.marginal.see(sums[None, :], labels.shape[0])
+        self.tracker.see([labels])
         if self.tracker.varies:
-            self.tracker.see([labels])
             self._refresh()
 
     def guard_factors(self, labels, n_global, ctx):
@@ -181,9 +179,7 @@ def host_probs(probs, cfg):
 def solve_rows(probs, cfg, prior, carry=None):
     """The exact pseudo-labels of the rows ``probs`` (finite, on the simplex): the result.
     ``carry`` (K,) NumPy or None: the fairness term's carried mass."""
-    if carry is not None and cfg.solver != "sinkhorn":
-        carry = torch.as_tensor(carry, dtype=probs.dtype, device=probs.device)
-    else:  # SeLa's hard marginal takes no fairness term
+    if cfg.solver == "sinkhorn":  # SeLa's hard marginal takes no fairness term
         carry = None
     problem = make_problem(probs, lam=cfg.lam, fairness=cfg.fairness, prior=prior, loss=cfg.loss,
                            carry=carry)  # fmt: skip
