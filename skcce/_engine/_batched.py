@@ -38,6 +38,7 @@ from torch import nn
 from skcce._engine._callbacks import EpochEnd, RunResult, cluster_sizes
 from skcce._engine._inference import infer_labels
 from skcce._engine._preprocess import is_memory_mapped
+from skcce._engine._relocate import relocate_epoch_
 from skcce._engine._step import _forward, _scale_rows, host_probs, solve_rows
 from skcce._engine._train import make_optimizer, make_tracker
 from skcce.losses import ROW_VALUES, _kl_term, _network_loss_grad
@@ -318,6 +319,7 @@ def _epoch(batched, source, generators, epoch):
             "cluster_sizes": counts[r].tolist(),
             "solver_iter": int(solver_iter[r]),
             "solver_unconverged": int(unconverged[r]),
+            "relocated": 0,
             "time": seconds,  # the epoch of all restarts together
         }
         for r in range(n_runs)
@@ -352,13 +354,15 @@ def run_batched(X, prepared, cfg, build, seeds, runs, *, callbacks=()):
     # the calling thread solves too (_joined_map): the pool holds the other threads
     pool = ThreadPoolExecutor(n_threads - 1) if n_threads > 1 else None
     try:
-        return _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool)
+        run_seeds = [int(seeds[r]) for r in runs]
+        return _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool,
+                      run_seeds)  # fmt: skip
     finally:
         if pool is not None:
             pool.shutdown()
 
 
-def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
+def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, seeds):
     batched = _Batched(heads, prepared.inputs, cfg, pool, runs)
     source = _Source(X, prepared.inputs, cfg.device).tabulate()
     histories = [[] for _ in runs]
@@ -368,7 +372,10 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
             callback.on_run_begin(r, 0)
     try:
         for epoch in range(cfg.max_epochs):
+            moved = _relocate(heads, histories, X, prepared.inputs, cfg, seeds, epoch)
             entries = _epoch(batched, source, generators, epoch)
+            for entry, count in zip(entries, moved, strict=True):
+                entry["relocated"] = count
             if not all(np.isfinite(e["loss"]) for e in entries):
                 raise FloatingPointError(
                     f"the training loss became non-finite in epoch {epoch}; lower "
@@ -403,3 +410,15 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool):
         sizes = cluster_sizes(labels, cfg.n_clusters)
         results.append(RunResult(r, module, history, labels, score, last, prior, sizes))
     return results
+
+
+def _relocate(heads, histories, X, inputs, cfg, seeds, epoch) -> list:
+    """Before ``epoch``: re-seed each restart's clusters that no row predicted in its last
+    epoch (:mod:`skcce._engine._relocate`); how many each restart re-seeded."""
+    moved = []
+    for i, history in enumerate(histories):
+        sizes = history[-1]["cluster_sizes"] if history else ()
+        donors = relocate_epoch_(heads.weight[i], heads.bias[i], sizes, X, inputs, cfg.device,
+                                 seeds[i], epoch)  # fmt: skip
+        moved.append(len(donors))
+    return moved

@@ -25,6 +25,7 @@ from skcce._engine._callbacks import EpochEnd, RunResult, cluster_sizes
 from skcce._engine._checkpoint import cpu_state
 from skcce._engine._inference import infer_labels_sharded
 from skcce._engine._prior import PriorTracker
+from skcce._engine._relocate import relocate_epoch_
 from skcce._engine._step import Step, train_step
 
 
@@ -118,20 +119,36 @@ def run_epoch(step: Step, X, generator, run, epoch, callbacks) -> dict:
         "cluster_sizes": counts.tolist(),
         "solver_iter": solver_iter,
         "solver_unconverged": unconverged,
+        "relocated": 0,
         "time": time.perf_counter() - t0,
     }
 
 
-def _epochs(step, X, generator, run, first, history, callbacks):
+def _relocate(step, X, history, seed, epoch) -> int:
+    """Before ``epoch``: re-seed the linear head's clusters that no row predicted in the
+    last epoch of ``history`` (:mod:`skcce._engine._relocate`); how many were."""
+    if not history or type(step.network) is not torch.nn.Linear:
+        return 0
+    layer, cfg = step.network, step.cfg
+    donors = relocate_epoch_(layer.weight, layer.bias, history[-1]["cluster_sizes"], X,
+                             step.inputs, cfg.device, seed, epoch)  # fmt: skip
+    return len(donors)
+
+
+def _epochs(step, X, generator, run, first, history, callbacks, seed):
     """Epochs ``first`` .. ``max_epochs - 1``; returns the last completed ``(weights,
-    history)`` when Ctrl-C ends them early with one process (None: nothing completed)."""
+    history)`` when Ctrl-C ends them early with one process (None: nothing completed).
+    Before each epoch the built-in linear head's clusters left empty by the last one are
+    re-seeded."""
     module, ctx = step.network, step.ctx
     done = (cpu_state(module), list(history)) if first > 0 and not ctx.active else None
     try:
         for epoch in range(first, step.cfg.max_epochs):
             for callback in callbacks:
                 callback.on_epoch_begin(run, epoch)
+            moved = _relocate(step, X, history, seed, epoch)
             history.append(run_epoch(step, X, generator, run, epoch, callbacks))
+            history[-1]["relocated"] = moved
             if not np.isfinite(history[-1]["loss"]):
                 raise FloatingPointError(
                     f"the training loss became non-finite in epoch {epoch}; lower "
@@ -198,7 +215,7 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
     for callback in callbacks:
         callback.on_run_begin(run, first)
     try:
-        stopped = _epochs(step, X, generator, run, first, history, callbacks)
+        stopped = _epochs(step, X, generator, run, first, history, callbacks, seed)
     finally:
         unwrap()
         # drop the DDP wrapper now: an exception's traceback keeps this frame alive, and a
