@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from skcce import CCEClustering
-from skcce._engine._relocate import _spread, relocate_empty_, relocate_epoch_
+from skcce._engine._relocate import _spread, relocate_empty_, relocate_epoch_, starved
 from skcce.models._kmeans_init import head_from_centroids_
 
 
@@ -75,14 +75,27 @@ class _Flat:
         return xb
 
 
-def test_relocate_epoch_only_acts_on_empty_clusters():
+def test_starved_compares_an_epoch_with_one_batch_s_share():
+    u = np.full(4, 0.25)
+    assert starved([400, 300, 3, 297], u, 20).tolist() == [2]  # 3 < 0.25 * 20
+    assert starved([400, 300, 5, 295], u, 20).tolist() == []
+    assert starved([0, 100, 100, 100], u, 20).tolist() == [0]
+    # one batch an epoch: half the epoch's share at most
+    assert starved([40, 60, 40, 60], u, 250).tolist() == []
+    assert starved([20, 60, 60, 60], u, 250).tolist() == [0]
+    # the prior in force
+    assert starved([90, 5, 5, 100], np.array([0.45, 0.05, 0.05, 0.45]), 100).tolist() == []
+
+
+def test_relocate_epoch_only_acts_on_lost_clusters():
     Z, _ = _blobs([[0, 0], [6, 0], [0, 8]], 100)
     head = _head(np.array([[3.0, 0], [0, 8], [40, 40]]))
     w = head.weight.detach().clone()
+    u = np.full(3, 1 / 3)
     args = (Z, _Flat(), torch.device("cpu"), 0, 0)
-    assert relocate_epoch_(head.weight, head.bias, [200, 100, 1], *args) == []
+    assert relocate_epoch_(head.weight, head.bias, [200, 100, 5], u, 12, *args) == []
     assert torch.equal(head.weight, w)
-    assert relocate_epoch_(head.weight, head.bias, [200, 100, 0], *args) == [0]
+    assert relocate_epoch_(head.weight, head.bias, [200, 100, 3], u, 12, *args) == [0]
     assert not torch.equal(head.weight, w)
 
 

@@ -372,7 +372,8 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
             callback.on_run_begin(r, 0)
     try:
         for epoch in range(cfg.max_epochs):
-            moved = _relocate(heads, histories, X, prepared.inputs, cfg, seeds, epoch)
+            moved = _relocate(heads, histories, batched.tracker.value, X, prepared.inputs, cfg,
+                              seeds, epoch)  # fmt: skip
             entries = _epoch(batched, source, generators, epoch)
             for entry, count in zip(entries, moved, strict=True):
                 entry["relocated"] = count
@@ -412,13 +413,13 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
     return results
 
 
-def _relocate(heads, histories, X, inputs, cfg, seeds, epoch) -> list:
+def _relocate(heads, histories, prior, X, inputs, cfg, seeds, epoch) -> list:
     """Before ``epoch``: re-seed each restart's clusters that no row predicted in its last
     epoch (:mod:`skcce._engine._relocate`); how many each restart re-seeded."""
     moved = []
     for i, history in enumerate(histories):
         sizes = history[-1]["cluster_sizes"] if history else ()
-        donors = relocate_epoch_(heads.weight[i], heads.bias[i], sizes, X, inputs, cfg.device,
-                                 seeds[i], epoch)  # fmt: skip
+        donors = relocate_epoch_(heads.weight[i], heads.bias[i], sizes, prior[i], cfg.batch_size,
+                                 X, inputs, cfg.device, seeds[i], epoch)  # fmt: skip
         moved.append(len(donors))
     return moved

@@ -117,14 +117,32 @@ def sample_rows(X, inputs, device, n_clusters, seed) -> np.ndarray:
     return z.reshape(m, -1).cpu().numpy()
 
 
-def relocate_epoch_(layer_weight, layer_bias, sizes, X, inputs, device, seed, epoch):
-    """After an epoch that predicted ``sizes`` rows per cluster: re-seed the empty clusters
-    of the head (:func:`relocate_empty_`) on a subsample of X drawn from ``(seed, epoch)``.
+def starved(sizes, prior, batch_size) -> np.ndarray:
+    """The clusters an epoch (or pass) lost: predicted for fewer of its rows than the prior
+    asks of them in one batch of ``batch_size`` rows, or in half the epoch when its batches
+    are fewer than two (``prior``: (K,) proportions in force; ``sizes``: rows predicted per
+    cluster in the epoch).
 
-    Returns the donors (empty list: no cluster was empty)."""
-    empty = np.flatnonzero(np.asarray(sizes) == 0)
-    if len(empty) == 0:
+    Examples
+    --------
+    >>> starved([400, 300, 3, 297], np.full(4, 0.25), 20).tolist()
+    [2]
+    """
+    sizes = np.asarray(sizes)
+    rows = min(batch_size, sizes.sum() / 2)
+    return np.flatnonzero(sizes < np.asarray(prior) * rows)
+
+
+def relocate_epoch_(layer_weight, layer_bias, sizes, prior, batch_size, X, inputs, device,
+                    seed, epoch):  # fmt: skip
+    """After an epoch that predicted ``sizes`` rows per cluster: re-seed the clusters it
+    lost (:func:`starved`) by :func:`relocate_empty_`, on a subsample of X drawn from
+    ``(seed, epoch)``. Returns the donors (an empty list when no cluster was lost)."""
+    if len(sizes) == 0:
+        return []
+    lost = starved(sizes, prior, batch_size)
+    if len(lost) == 0:
         return []
     draw = int(np.random.SeedSequence([int(seed) % 2**63, int(epoch)]).generate_state(1)[0])
     Z = sample_rows(X, inputs, device, len(sizes), draw)
-    return relocate_empty_(layer_weight, layer_bias, Z, empty.tolist(), draw)
+    return relocate_empty_(layer_weight, layer_bias, Z, lost.tolist(), draw)

@@ -29,7 +29,7 @@ from skcce._engine._distributed import Context
 from skcce._engine._inference import infer_labels
 from skcce._engine._preprocess import Inputs, _power_of_two, merge_moments
 from skcce._engine._prior import PriorTracker
-from skcce._engine._relocate import relocate_epoch_
+from skcce._engine._relocate import relocate_epoch_, starved
 from skcce._engine._step import Step
 from skcce._engine._train import make_optimizer, run_epoch
 from skcce.models import build_model
@@ -455,10 +455,14 @@ class Stream:
                 start = start.merged(X, inputs, nearest(start.means))
                 restart_head_(module, start, X, inputs)
                 new.start = start if new.moments.count < start_rows(k) else None
-            elif self.sizes is not None and 0 in self.sizes:  # the last pass's empty clusters
-                seed = int(torch.randint(2**62, (1,), generator=generator))
-                donors = relocate_epoch_(module.weight, module.bias, self.sizes, X, inputs,
-                                         new.cfg.device, seed, self.n_passes)  # fmt: skip
+            elif self.sizes is not None:  # the clusters the last pass lost
+                batch = batch_rows(X.shape[0], new.cfg.batch_size, k)
+                lost = starved(self.sizes, self.tracker.value[0], batch)
+                if len(lost):
+                    seed = int(torch.randint(2**62, (1,), generator=generator))
+                    donors = relocate_epoch_(module.weight, module.bias, self.sizes,
+                                             self.tracker.value[0], batch, X, inputs,
+                                             new.cfg.device, seed, self.n_passes)  # fmt: skip
         entry = new._train(module, X, inputs, generator)
         entry["relocated"] = len(donors)
         new.sizes = entry["cluster_sizes"]

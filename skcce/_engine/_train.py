@@ -130,8 +130,9 @@ def _relocate(step, X, history, seed, epoch) -> int:
     if not history or type(step.network) is not torch.nn.Linear:
         return 0
     layer, cfg = step.network, step.cfg
-    donors = relocate_epoch_(layer.weight, layer.bias, history[-1]["cluster_sizes"], X,
-                             step.inputs, cfg.device, seed, epoch)  # fmt: skip
+    donors = relocate_epoch_(layer.weight, layer.bias, history[-1]["cluster_sizes"],
+                             step.tracker.value[0], cfg.batch_size, X, step.inputs, cfg.device,
+                             seed, epoch)  # fmt: skip
     return len(donors)
 
 
