@@ -87,6 +87,18 @@ def test_starved_compares_an_epoch_with_one_batch_s_share():
     assert starved([90, 5, 5, 100], np.array([0.45, 0.05, 0.05, 0.45]), 100).tolist() == []
 
 
+def test_relocate_epoch_before_the_first_epoch_reads_the_head_s_own_partition():
+    Z, _ = _blobs([[0, 0], [6, 0], [0, 8]], 100)
+    u = np.full(3, 1 / 3)
+    args = (Z, _Flat(), torch.device("cpu"), 0, 0)
+    sound = _head(np.array([[0.0, 0], [6, 0], [0, 8]]))
+    w = sound.weight.detach().clone()
+    assert relocate_epoch_(sound.weight, sound.bias, None, u, 12, *args) == []
+    assert torch.equal(sound.weight, w)
+    merged = _head(np.array([[3.0, 0], [0, 8], [40, 40]]))
+    assert relocate_epoch_(merged.weight, merged.bias, None, u, 12, *args) == [0]
+
+
 def test_relocate_epoch_only_acts_on_lost_clusters():
     Z, _ = _blobs([[0, 0], [6, 0], [0, 8]], 100)
     head = _head(np.array([[3.0, 0], [0, 8], [40, 40]]))
@@ -115,8 +127,9 @@ def test_fit_re_seeds_a_cluster_its_start_left_empty(verbose, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.fit(X)
-    assert est.history_[0]["cluster_sizes"].count(0) == 1
-    assert [h["relocated"] for h in est.history_[:2]] == [0, 1]  # before the second epoch
+    # the start's far centroid holds no row: re-seeded before the first epoch
+    assert est.history_[0]["relocated"] == 1
+    assert est.history_[0]["cluster_sizes"].count(0) == 0
     assert len(np.unique(est.labels_)) == 4
     contingency = np.zeros((4, 4), int)
     np.add.at(contingency, (y, est.labels_), 1)
@@ -136,17 +149,16 @@ def test_verbose_and_quiet_fits_relocate_alike(capsys):
     np.testing.assert_array_equal(labels[0], labels[1])
 
 
-def test_partial_fit_re_seeds_the_last_pass_s_empty_cluster():
+def test_partial_fit_re_seeds_lost_clusters_before_a_pass():
     X, y, init = _merged_start_data()
-    rng = np.random.default_rng(0)
-    order = rng.permutation(len(X))
+    order = np.random.default_rng(0).permutation(len(X))
     est = CCEClustering(n_clusters=4, init=init, random_state=0)
     moved = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for chunk in np.array_split(order, 4):
             moved.append(est.partial_fit(X[chunk]).history_[0]["relocated"])
-    assert moved[0] == 0 and sum(moved) >= 1
+    assert moved[0] == 1  # the far centroid of the start, before the first pass
     pred = est.predict(X)
     contingency = np.zeros((4, 4), int)
     np.add.at(contingency, (y, pred), 1)
@@ -161,10 +173,10 @@ def test_stream_pickled_before_relocation_loads():
         est.partial_fit(X[:300])
     stream = est._stream
     state = stream.__getstate__()
-    del state["sizes"]
+    del state["sizes"], state["seed"]
     fresh = type(stream).__new__(type(stream))
     fresh.__setstate__(state)
-    assert fresh.sizes is None
+    assert fresh.sizes is None and fresh.seed == 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.partial_fit(X[300:])

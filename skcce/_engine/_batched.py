@@ -414,11 +414,12 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
 
 
 def _relocate(heads, histories, prior, X, inputs, cfg, seeds, epoch) -> list:
-    """Before ``epoch``: re-seed each restart's clusters that no row predicted in its last
-    epoch (:mod:`skcce._engine._relocate`); how many each restart re-seeded."""
+    """Before ``epoch``: re-seed each restart's clusters that its last epoch (or, before
+    the first, its start) lost (:mod:`skcce._engine._relocate`); how many each restart
+    re-seeded."""
     moved = []
     for i, history in enumerate(histories):
-        sizes = history[-1]["cluster_sizes"] if history else ()
+        sizes = history[-1]["cluster_sizes"] if history else None  # None: the start's
         donors = relocate_epoch_(heads.weight[i], heads.bias[i], sizes, prior[i], cfg.batch_size,
                                  X, inputs, cfg.device, seeds[i], epoch)  # fmt: skip
         moved.append(len(donors))

@@ -135,14 +135,25 @@ def starved(sizes, prior, batch_size) -> np.ndarray:
 
 def relocate_epoch_(layer_weight, layer_bias, sizes, prior, batch_size, X, inputs, device,
                     seed, epoch):  # fmt: skip
-    """After an epoch that predicted ``sizes`` rows per cluster: re-seed the clusters it
-    lost (:func:`starved`) by :func:`relocate_empty_`, on a subsample of X drawn from
-    ``(seed, epoch)``. Returns the donors (an empty list when no cluster was lost)."""
-    if len(sizes) == 0:
-        return []
+    """Before ``epoch``: re-seed the clusters that the last epoch lost (:func:`starved`) by
+    :func:`relocate_empty_`, on a subsample of X drawn from ``(seed, epoch)``.
+
+    ``sizes``: the rows the last epoch predicted per cluster; None before the first epoch,
+    when they are the head's own partition of the subsample, scaled to X's rows (the
+    start's clusters: a KMeans start can hold clusters of one outlying row). Returns the
+    donors (an empty list when no cluster was lost)."""
+    if sizes is not None:
+        if len(sizes) == 0 or len(starved(sizes, prior, batch_size)) == 0:
+            return []
+    k = layer_weight.shape[0]
+    draw = int(np.random.SeedSequence([int(seed) % 2**63, int(epoch)]).generate_state(1)[0])
+    Z = sample_rows(X, inputs, device, k, draw)
+    if sizes is None:
+        with torch.no_grad():
+            z = torch.from_numpy(Z).to(layer_weight)
+            pred = (z @ layer_weight.T + layer_bias).argmax(dim=1).cpu().numpy()
+        sizes = np.bincount(pred, minlength=k) * (X.shape[0] / len(Z))
     lost = starved(sizes, prior, batch_size)
     if len(lost) == 0:
         return []
-    draw = int(np.random.SeedSequence([int(seed) % 2**63, int(epoch)]).generate_state(1)[0])
-    Z = sample_rows(X, inputs, device, len(sizes), draw)
     return relocate_empty_(layer_weight, layer_bias, Z, lost.tolist(), draw)

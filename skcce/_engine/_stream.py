@@ -29,7 +29,7 @@ from skcce._engine._distributed import Context
 from skcce._engine._inference import infer_labels
 from skcce._engine._preprocess import Inputs, _power_of_two, merge_moments
 from skcce._engine._prior import PriorTracker
-from skcce._engine._relocate import relocate_epoch_, starved
+from skcce._engine._relocate import relocate_epoch_
 from skcce._engine._step import Step
 from skcce._engine._train import make_optimizer, run_epoch
 from skcce.models import build_model
@@ -377,7 +377,8 @@ class Stream:
         self.n_steps, self.n_passes = int(n_steps), int(n_passes)
         self.fingerprint = None  # of the module after the last pass
         self.start = None  # the running KMeans start (a Start) while it is being built
-        self.sizes = None  # rows predicted per cluster in the last pass
+        self.sizes = None  # rows predicted per cluster in the last pass (None: none yet)
+        self.seed = int(seed)  # draws the subsamples that lost clusters are re-seeded on
 
     # ----- persistence: device tensors travel as torch.save bytes, loaded where they can --
     def __getstate__(self):
@@ -397,7 +398,8 @@ class Stream:
                 io.BytesIO(state["optimizer_state"]), map_location=device, weights_only=False
             )
         state.setdefault("start", None)  # a stream pickled before the running start
-        state.setdefault("sizes", None)  # ... or before empty clusters were re-seeded
+        state.setdefault("sizes", None)  # ... or before lost clusters were re-seeded
+        state.setdefault("seed", 0)
         self.__dict__.update(state)
 
     def inputs(self) -> Inputs:
@@ -437,7 +439,7 @@ class Stream:
         generator = torch.Generator()
         generator.set_state(new.generator_state)
         k = new.cfg.n_clusters
-        donors = []  # the clusters that gave half their rows to re-seeded empty ones
+        donors = []  # the clusters that gave half their rows to re-seeded lost ones
         if module is None:
             if whitening is not None:
                 new.whiten = whitening(X, new.moments.inputs())
@@ -455,14 +457,11 @@ class Stream:
                 start = start.merged(X, inputs, nearest(start.means))
                 restart_head_(module, start, X, inputs)
                 new.start = start if new.moments.count < start_rows(k) else None
-            elif self.sizes is not None:  # the clusters the last pass lost
-                batch = batch_rows(X.shape[0], new.cfg.batch_size, k)
-                lost = starved(self.sizes, self.tracker.value[0], batch)
-                if len(lost):
-                    seed = int(torch.randint(2**62, (1,), generator=generator))
-                    donors = relocate_epoch_(module.weight, module.bias, self.sizes,
-                                             self.tracker.value[0], batch, X, inputs,
-                                             new.cfg.device, seed, self.n_passes)  # fmt: skip
+        if new.start is None:  # the stream's own head: re-seed what the last pass lost
+            batch = batch_rows(X.shape[0], new.cfg.batch_size, k)
+            donors = relocate_epoch_(module.weight, module.bias, self.sizes,
+                                     self.tracker.value[0], batch, X, inputs, new.cfg.device,
+                                     self.seed, self.n_passes)  # fmt: skip
         entry = new._train(module, X, inputs, generator)
         entry["relocated"] = len(donors)
         new.sizes = entry["cluster_sizes"]

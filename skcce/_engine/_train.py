@@ -125,12 +125,14 @@ def run_epoch(step: Step, X, generator, run, epoch, callbacks) -> dict:
 
 
 def _relocate(step, X, history, seed, epoch) -> int:
-    """Before ``epoch``: re-seed the linear head's clusters that no row predicted in the
-    last epoch of ``history`` (:mod:`skcce._engine._relocate`); how many were."""
-    if not history or type(step.network) is not torch.nn.Linear:
+    """Before ``epoch``: re-seed the linear head's clusters that the last epoch of
+    ``history`` (or, before the first, the start) lost (:mod:`skcce._engine._relocate`);
+    how many were."""
+    if type(step.network) is not torch.nn.Linear:
         return 0
     layer, cfg = step.network, step.cfg
-    donors = relocate_epoch_(layer.weight, layer.bias, history[-1]["cluster_sizes"],
+    sizes = history[-1]["cluster_sizes"] if history else None  # None: the start's
+    donors = relocate_epoch_(layer.weight, layer.bias, sizes,
                              step.tracker.value[0], cfg.batch_size, X, step.inputs, cfg.device,
                              seed, epoch)  # fmt: skip
     return len(donors)
