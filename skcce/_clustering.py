@@ -169,7 +169,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Epochs run by the kept restart; optimiser steps taken.
     history_ : list of dict
         Per epoch: ``loss``, ``fairness``, ``cluster_sizes``, ``solver_iter``,
-        ``solver_unconverged``, ``time``.
+        ``solver_unconverged``, ``relocated`` (lost clusters of the linear head re-seeded
+        before the epoch), ``time``.
     train_score_ : float
         :meth:`score` of the kept restart on the training data.
     restart_agreement_ : ndarray of shape (n_completed_restarts,)

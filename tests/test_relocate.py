@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from skcce import CCEClustering
-from skcce._engine._relocate import _spread, relocate_empty_, relocate_epoch_, starved
+from skcce._engine._relocate import (
+    _predict,
+    _spread,
+    _two_means,
+    relocate_empty_,
+    relocate_epoch_,
+    starved,
+)
 from skcce.models._kmeans_init import head_from_centroids_
 
 
@@ -32,12 +39,37 @@ def test_spread_is_the_top_eigenvalue_of_the_scatter_matrix():
     assert _spread(np.ones((1, 4))) == 0.0
 
 
+@pytest.mark.parametrize("d", [2, 40])  # more rows than features, and fewer
+def test_two_means_separates_two_blobs(d):
+    centres = np.zeros((2, d))
+    centres[1, 0] = 10.0
+    Z, y = _blobs(centres, 15, noise=1.0)
+    pair, half = _two_means(Z)
+    assert len(set(zip(half, y, strict=True))) == 2  # the halves are the blobs
+    np.testing.assert_allclose(pair[0], Z[half].mean(axis=0))
+
+
+def test_two_means_halves_equal_rows():
+    pair, half = _two_means(np.ones((6, 3)))
+    assert half.sum() == 3 and np.isfinite(pair).all()
+
+
+def test_predict_in_blocks_matches_one_product(monkeypatch):
+    from skcce._engine import _relocate
+
+    monkeypatch.setattr(_relocate, "BLOCK_ROWS", 7)
+    Z = np.random.default_rng(1).standard_normal((50, 3)).astype(np.float32)
+    head = torch.nn.Linear(3, 5)
+    expected = head(torch.from_numpy(Z)).argmax(dim=1).numpy()
+    np.testing.assert_array_equal(_predict(Z, head.weight, head.bias), expected)
+
+
 def test_empty_cluster_takes_half_of_the_merged_pair():
     # three blobs: centroid 0 covers blobs 0 and 1, centroid 1 blob 2, centroid 2 far away
     Z, y = _blobs([[0, 0], [6, 0], [0, 8]], 200)
     head = _head(np.array([[3.0, 0], [0, 8], [40, 40]]))
     assert set(np.unique(head(torch.tensor(Z, dtype=torch.float32)).argmax(1).numpy())) == {0, 1}
-    donors = relocate_empty_(head.weight, head.bias, Z.astype(np.float32), [2], seed=0)
+    donors = relocate_empty_(head.weight, head.bias, Z.astype(np.float32), [2])
     assert donors == [0]  # the merged pair spreads most
     pred = head(torch.tensor(Z, dtype=torch.float32)).argmax(1).numpy()
     # every blob is its own cluster now
@@ -52,7 +84,7 @@ def test_other_boundaries_follow_the_donor():
     Z, y = _blobs([[0, 0], [6, 0], [0, 8]], 100, seed=1)
     head = _head(np.array([[3.0, 0], [0, 8], [40, 40]]))
     before = head(torch.tensor(Z, dtype=torch.float32)).argmax(1).numpy()
-    relocate_empty_(head.weight, head.bias, Z, [2], seed=0)
+    relocate_empty_(head.weight, head.bias, Z, [2])
     after = head(torch.tensor(Z, dtype=torch.float32)).argmax(1).numpy()
     assert (after[y == 2] == before[y == 2]).all()
 
@@ -61,7 +93,7 @@ def test_nothing_to_split_leaves_the_head_unchanged():
     Z = np.zeros((10, 2))  # one point repeated: no spread anywhere
     head = _head(np.array([[0.0, 0], [5, 5]]))
     w, b = head.weight.detach().clone(), head.bias.detach().clone()
-    assert relocate_empty_(head.weight, head.bias, Z, [1], seed=0) == []
+    assert relocate_empty_(head.weight, head.bias, Z, [1]) == []
     assert torch.equal(head.weight, w) and torch.equal(head.bias, b)
 
 

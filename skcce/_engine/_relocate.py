@@ -1,19 +1,23 @@
-"""Empty clusters of the linear head, re-seeded between epochs (bisecting k-means's rule).
+"""Lost clusters of the linear head, re-seeded before each epoch (a principal-direction
+bisection).
 
-A cluster that no training row predicted during an epoch is empty: its output is never the
-largest, and the fairness terms alone rarely bring it back (they are satisfied by a thin,
-even spread of its mass over many rows, docs/design/021-empty-cluster-relocation.md). Like
-scikit-learn's KMeans, which moves an empty centroid onto the data, the linear head then
-gives the cluster a place in the data: at the end of the epoch each empty cluster takes half
-of the cluster with the largest inertia (bisecting k-means's ``"biggest_inertia"`` rule), on
-a random subsample of the training rows.
+A cluster can satisfy both fairness terms with a thin, even spread of its mass over many
+rows without being any row's most likely cluster; once lost that way, nothing brings it
+back, and the term's exact solve keeps spreading mass into it in every batch
+(docs/design/021-lost-clusters-re-seeded.md). Like scikit-learn's KMeans, which moves an
+empty centroid onto the data, the linear head then gives the cluster a place in the data:
+before each epoch, every cluster that the last epoch predicted for fewer rows than the prior
+asks of it in one batch (:func:`starved`; before the first epoch, the start's clusters)
+takes half of the cluster whose rows spread most along one direction (the largest
+eigenvalue of its scatter matrix), split by 2-means, on a random subsample of the training
+rows.
 
 The head is read as soft KMeans (:mod:`skcce.models._kmeans_init`): output ``k`` is
 ``w_k . x + b_k``, and ``w_k = s c_k``, ``b_k = -s |c_k|^2 / 2`` for centroids ``c_k`` and a
 stiffness ``s``. The centroids are the means of the subsample's rows by predicted cluster
 and ``s`` is the least-squares fit of the head's (centred) rows to them. Splitting the donor
 ``j`` into the 2-means centres ``c'`` and ``c''`` of its rows moves its row by ``s (c' - c_j)``
-and gives the empty cluster the donor's row moved by ``s (c'' - c_j)`` (the biases alike):
+and gives the lost cluster the donor's row moved by ``s (c'' - c_j)`` (the biases alike):
 the two are then separated by the bisector of ``c'`` and ``c''`` and every other boundary of
 the donor moves as its centroid does, whatever else the trained head encodes.
 """
@@ -34,27 +38,60 @@ def _stiffness(weight, centres, used) -> float:
     return float((w * c).sum()) / den if den > 0 else 0.0
 
 
+#: Rows of the subsample whose logits are taken at once (a block of (rows, K) floats).
+BLOCK_ROWS = 4096
+
+
+def _predict(Z, weight, bias) -> np.ndarray:
+    """The head's predicted cluster of each row of Z, block by block (no (m, K) array)."""
+    pred = np.empty(len(Z), dtype=np.intp)
+    with torch.no_grad():
+        for lo in range(0, len(Z), BLOCK_ROWS):
+            z = torch.from_numpy(np.ascontiguousarray(Z[lo : lo + BLOCK_ROWS])).to(weight)
+            pred[lo : lo + len(z)] = (z @ weight.T + bias).argmax(dim=1).cpu().numpy()
+    return pred
+
+
 def _spread(Z) -> float:
-    """The largest eigenvalue of the scatter matrix of the rows Z (float64): their sum of
-    squares along the direction in which they spread most."""
+    """The largest eigenvalue of the scatter matrix of the rows Z: their sum of squares
+    along the direction in which they spread most."""
     if len(Z) < 2:
         return 0.0
-    A = Z - Z.mean(axis=0)
+    A = np.asarray(Z, dtype=np.float64)
+    A = A - A.mean(axis=0)
     gram = A.T @ A if A.shape[0] >= A.shape[1] else A @ A.T
     return float(np.linalg.eigvalsh(gram)[-1])
 
 
-def _two_means(Z, seed):
-    """The two 2-means centres of the rows Z (float64) and the rows' halves (bool mask)."""
-    from sklearn.cluster import KMeans
-
-    km = KMeans(2, n_init=1, random_state=seed).fit(Z)
-    return km.cluster_centers_, km.labels_ == 0
+def _two_means(Z, max_iter=300):
+    """Two centres of the rows Z (float64) and the rows' halves (bool mask, True: the first
+    centre's): the rows split at their mean across the direction in which they spread most
+    (principal-direction divisive partitioning), then Lloyd's iterations until the halves
+    stop changing (at most ``max_iter``)."""
+    A = Z - Z.mean(axis=0)
+    if A.shape[0] >= A.shape[1]:
+        direction = np.linalg.eigh(A.T @ A)[1][:, -1]
+    else:  # the Gram matrix's top eigenvector, mapped back to the features
+        direction = A.T @ np.linalg.eigh(A @ A.T)[1][:, -1]
+    half = A @ direction >= 0
+    for _ in range(max_iter):
+        if half.all() or not half.any():
+            break
+        pair = np.stack([Z[half].mean(axis=0), Z[~half].mean(axis=0)])
+        d2 = ((Z[:, None, :] - pair[None]) ** 2).sum(axis=2)
+        new = d2[:, 0] <= d2[:, 1]
+        if (new == half).all():
+            return pair, half
+        half = new
+    if half.all() or not half.any():  # no spread to split (rows all equal): halve the rows
+        half = np.arange(len(Z)) < len(Z) // 2
+    return np.stack([Z[half].mean(axis=0), Z[~half].mean(axis=0)]), half
 
 
 @torch.no_grad()
-def relocate_empty_(weight, bias, Z, empty, seed) -> list:
-    """Re-seed the head rows ``empty`` in place by splitting the clusters of largest inertia.
+def relocate_empty_(weight, bias, Z, empty) -> list:
+    """Re-seed the head rows ``empty`` in place, each by splitting the cluster that spreads
+    most along one direction (:func:`_spread`), one after the other.
 
     Parameters
     ----------
@@ -62,11 +99,10 @@ def relocate_empty_(weight, bias, Z, empty, seed) -> list:
     bias : torch.Tensor of shape (K,)
         The head, changed in place.
     Z : ndarray of shape (m, d)
-        A random subsample of the training rows, normalised as the head's inputs.
+        A random subsample of the training rows, normalised as the head's inputs (float32
+        or float64; no (m, K) array is made).
     empty : sequence of int
         The clusters to re-seed.
-    seed : int
-        Seeds the 2-means splits.
 
     Returns
     -------
@@ -74,26 +110,28 @@ def relocate_empty_(weight, bias, Z, empty, seed) -> list:
         The cluster each empty one took its half from (in the order of ``empty``); a cluster
         is left as it is (and not listed) when no cluster has two distinct rows to split.
     """
-    Z = np.asarray(Z, dtype=np.float64)
     W = weight.detach().cpu().double().numpy()
     b = bias.detach().cpu().double().numpy()
     k = W.shape[0]
-    pred = (Z @ W.T + b).argmax(axis=1)
-    counts = np.bincount(pred, minlength=k)
+    pred = _predict(Z, weight, bias)
+    order = np.argsort(pred, kind="stable")
+    bounds = np.searchsorted(pred[order], np.arange(k + 1))
+    members = {j: order[bounds[j] : bounds[j + 1]] for j in range(k) if bounds[j + 1] > bounds[j]}
     centres = np.zeros_like(W)
-    np.add.at(centres, pred, Z)
-    used = counts > 0
-    centres[used] /= counts[used, None]
+    for j, rows in members.items():
+        centres[j] = Z[rows].mean(axis=0, dtype=np.float64)
+    used = np.zeros(k, dtype=bool)
+    used[list(members)] = True
     s = _stiffness(W, centres, used)
-    members = {j: np.flatnonzero(pred == j) for j in np.flatnonzero(used)}
-    spread = {j: _spread(Z[r]) for j, r in members.items()}
+    # the candidates to split: every cluster with rows, but those being re-seeded
+    spread = {j: _spread(Z[r]) for j, r in members.items() if j not in set(empty)}
     donors = []
     for e in empty:
         j = max(spread, key=spread.get, default=None)
         if j is None or spread[j] <= 0 or s <= 0:
             break
         rows = members[j]
-        pair, half = _two_means(Z[rows], seed + len(donors))
+        pair, half = _two_means(np.asarray(Z[rows], dtype=np.float64))
         w_j, b_j, c_j = W[j].copy(), b[j], centres[j].copy()
         for cluster, centre, part in ((j, pair[0], rows[half]), (e, pair[1], rows[~half])):
             W[cluster] = w_j + s * (centre - c_j)
@@ -149,11 +187,9 @@ def relocate_epoch_(layer_weight, layer_bias, sizes, prior, batch_size, X, input
     draw = int(np.random.SeedSequence([int(seed) % 2**63, int(epoch)]).generate_state(1)[0])
     Z = sample_rows(X, inputs, device, k, draw)
     if sizes is None:
-        with torch.no_grad():
-            z = torch.from_numpy(Z).to(layer_weight)
-            pred = (z @ layer_weight.T + layer_bias).argmax(dim=1).cpu().numpy()
+        pred = _predict(Z, layer_weight, layer_bias)
         sizes = np.bincount(pred, minlength=k) * (X.shape[0] / len(Z))
     lost = starved(sizes, prior, batch_size)
     if len(lost) == 0:
         return []
-    return relocate_empty_(layer_weight, layer_bias, Z, lost.tolist(), draw)
+    return relocate_empty_(layer_weight, layer_bias, Z, lost.tolist())
