@@ -439,7 +439,7 @@ class Stream:
         generator = torch.Generator()
         generator.set_state(new.generator_state)
         k = new.cfg.n_clusters
-        donors = []  # the clusters that gave half their rows to re-seeded lost ones
+        sizes = self.sizes  # None: the head is a start, its partition of the chunk is read
         if module is None:
             if whitening is not None:
                 new.whiten = whitening(X, new.moments.inputs())
@@ -457,11 +457,11 @@ class Stream:
                 start = start.merged(X, inputs, nearest(start.means))
                 restart_head_(module, start, X, inputs)
                 new.start = start if new.moments.count < start_rows(k) else None
-        if new.start is None:  # the stream's own head: re-seed what the last pass lost
-            batch = batch_rows(X.shape[0], new.cfg.batch_size, k)
-            donors = relocate_epoch_(module.weight, module.bias, self.sizes,
-                                     self.tracker.value[0], batch, X, inputs, new.cfg.device,
-                                     self.seed, self.n_passes)  # fmt: skip
+                sizes = None
+        # the clusters the last pass (or the start) lost take half of others' rows
+        batch = batch_rows(X.shape[0], new.cfg.batch_size, k)
+        donors = relocate_epoch_(module.weight, module.bias, sizes, self.tracker.value[0], batch,
+                                 X, inputs, new.cfg.device, self.seed, self.n_passes)  # fmt: skip
         entry = new._train(module, X, inputs, generator)
         entry["relocated"] = len(donors)
         new.sizes = entry["cluster_sizes"]
