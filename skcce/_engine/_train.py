@@ -141,8 +141,8 @@ def _relocate(step, X, history, seed, epoch) -> int:
 def _epochs(step, X, generator, run, first, history, callbacks, seed):
     """Epochs ``first`` .. ``max_epochs - 1``; returns the last completed ``(weights,
     history)`` when Ctrl-C ends them early with one process (None: nothing completed).
-    Before each epoch the built-in linear head's clusters left empty by the last one are
-    re-seeded."""
+    Before each epoch the built-in linear head re-seeds the clusters that the last epoch
+    (before the first, the start) lost."""
     module, ctx = step.network, step.ctx
     done = (cpu_state(module), list(history)) if first > 0 and not ctx.active else None
     try:
