@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from skcce.models._kmeans_init import subsample_size
+from skcce.models._kmeans_init import _squared_distances, subsample_size
 
 
 def _stiffness(weight, centres, used) -> float:
@@ -52,15 +52,24 @@ def _predict(Z, weight, bias) -> np.ndarray:
     return pred
 
 
-def _spread(Z) -> float:
-    """The largest eigenvalue of the scatter matrix of the rows Z: their sum of squares
-    along the direction in which they spread most."""
-    if len(Z) < 2:
-        return 0.0
+def _principal(Z):
+    """The largest eigenvalue of the scatter matrix of the rows Z and its unit eigenvector:
+    the rows' sum of squares along the direction in which they spread most, and that
+    direction (from the smaller of the scatter and Gram matrices)."""
     A = np.asarray(Z, dtype=np.float64)
     A = A - A.mean(axis=0)
-    gram = A.T @ A if A.shape[0] >= A.shape[1] else A @ A.T
-    return float(np.linalg.eigvalsh(gram)[-1])
+    if A.shape[0] >= A.shape[1]:
+        values, vectors = np.linalg.eigh(A.T @ A)
+        return float(values[-1]), vectors[:, -1]
+    values, vectors = np.linalg.eigh(A @ A.T)  # the Gram matrix: map back to the features
+    direction = A.T @ vectors[:, -1]
+    norm = np.linalg.norm(direction)
+    return float(values[-1]), direction / norm if norm > 0 else direction
+
+
+def _spread(Z) -> float:
+    """:func:`_principal`'s eigenvalue (0 for fewer than two rows)."""
+    return _principal(Z)[0] if len(Z) >= 2 else 0.0
 
 
 def _two_means(Z, max_iter=300):
@@ -68,17 +77,12 @@ def _two_means(Z, max_iter=300):
     centre's): the rows split at their mean across the direction in which they spread most
     (principal-direction divisive partitioning), then Lloyd's iterations until the halves
     stop changing (at most ``max_iter``)."""
-    A = Z - Z.mean(axis=0)
-    if A.shape[0] >= A.shape[1]:
-        direction = np.linalg.eigh(A.T @ A)[1][:, -1]
-    else:  # the Gram matrix's top eigenvector, mapped back to the features
-        direction = A.T @ np.linalg.eigh(A @ A.T)[1][:, -1]
-    half = A @ direction >= 0
+    half = (Z - Z.mean(axis=0)) @ _principal(Z)[1] >= 0
     for _ in range(max_iter):
         if half.all() or not half.any():
             break
         pair = np.stack([Z[half].mean(axis=0), Z[~half].mean(axis=0)])
-        d2 = ((Z[:, None, :] - pair[None]) ** 2).sum(axis=2)
+        d2 = _squared_distances(Z, pair)
         new = d2[:, 0] <= d2[:, 1]
         if (new == half).all():
             return pair, half
@@ -89,7 +93,7 @@ def _two_means(Z, max_iter=300):
 
 
 @torch.no_grad()
-def relocate_empty_(weight, bias, Z, empty) -> list:
+def relocate_empty_(weight, bias, Z, empty, pred=None) -> list:
     """Re-seed the head rows ``empty`` in place, each by splitting the cluster that spreads
     most along one direction (:func:`_spread`), one after the other.
 
@@ -103,6 +107,8 @@ def relocate_empty_(weight, bias, Z, empty) -> list:
         or float64; no (m, K) array is made).
     empty : sequence of int
         The clusters to re-seed.
+    pred : ndarray of shape (m,), optional
+        The head's predicted cluster of each row of Z, when the caller has it.
 
     Returns
     -------
@@ -113,7 +119,7 @@ def relocate_empty_(weight, bias, Z, empty) -> list:
     W = weight.detach().cpu().double().numpy()
     b = bias.detach().cpu().double().numpy()
     k = W.shape[0]
-    pred = _predict(Z, weight, bias)
+    pred = _predict(Z, weight, bias) if pred is None else pred
     order = np.argsort(pred, kind="stable")
     bounds = np.searchsorted(pred[order], np.arange(k + 1))
     members = {j: order[bounds[j] : bounds[j + 1]] for j in range(k) if bounds[j + 1] > bounds[j]}
@@ -186,10 +192,11 @@ def relocate_epoch_(layer_weight, layer_bias, sizes, prior, batch_size, X, input
     k = layer_weight.shape[0]
     draw = int(np.random.SeedSequence([int(seed) % 2**63, int(epoch)]).generate_state(1)[0])
     Z = sample_rows(X, inputs, device, k, draw)
+    pred = None
     if sizes is None:
         pred = _predict(Z, layer_weight, layer_bias)
         sizes = np.bincount(pred, minlength=k) * (X.shape[0] / len(Z))
     lost = starved(sizes, prior, batch_size)
     if len(lost) == 0:
         return []
-    return relocate_empty_(layer_weight, layer_bias, Z, lost.tolist())
+    return relocate_empty_(layer_weight, layer_bias, Z, lost.tolist(), pred)
