@@ -25,6 +25,19 @@ def machine_lines(devices=("cpu",), extra=()):
     return lines
 
 
+def apply_threads(threads):
+    """``--threads``: "default" leaves torch's and the BLAS/OpenMP pools' counts alone,
+    a number sets them all for the process. Returns the words for the table and the suffix
+    of the section's name ("" or ``_threads<n>``)."""
+    if threads == "default":
+        return "torch's default", ""
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(int(threads))
+    threadpool_limits(int(threads))
+    return f"{threads}", f"_threads{threads}"
+
+
 def update_section(name, body, path=DOC):
     """Replace (or append) the section ``name`` of ``path`` atomically, keeping the rest."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"

@@ -34,7 +34,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _report import machine_lines, publish  # noqa: E402
+from _report import apply_threads, machine_lines, publish  # noqa: E402
 from bench_scale import make_mixture  # noqa: E402
 
 DOC = HERE.parent / "docs" / "scale.md"
@@ -137,12 +137,7 @@ def main(argv=None):
     parser.add_argument("--threads", default="default", help="'default' or 1")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
-    if args.threads != "default":
-        import torch
-        from threadpoolctl import threadpool_limits
-
-        torch.set_num_threads(int(args.threads))
-        threadpool_limits(int(args.threads))
+    threads, suffix = apply_threads(args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
     skip = {int(s) for s in args.skip_batch.split(",") if s}
     rows = []
@@ -151,8 +146,7 @@ def main(argv=None):
         key = (int(n), int(d), int(k), kind, float(spread))
         methods = ["kmeans", "window"] + ([] if i in skip else ["batch"])
         rows.append((key, run_case(*key, seeds, methods)))
-    threads = "torch's default" if args.threads == "default" else f"{args.threads}"
-    section = SECTION if args.threads == "default" else f"{SECTION}_threads{args.threads}"
+    section = SECTION + suffix
     return publish(section, report(rows, seeds, threads), args, path=DOC, echo=True)
 
 

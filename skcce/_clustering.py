@@ -28,7 +28,7 @@ from skcce._engine._order import renumbered
 from skcce._engine._preprocess import Prepared, detect_layout, prepare, sample_shape
 from skcce._engine._restarts import run_restarts
 from skcce._engine._select import choose_restart
-from skcce._engine._threads import thread_limit
+from skcce._engine._threads import thread_limit, wide_threads
 from skcce._engine._train import FitInterruptedWarning, TrainConfig
 from skcce._warn import warn
 from skcce.metrics import mutual_information
@@ -49,7 +49,9 @@ except ImportError:  # older scikit-learn: no callbacks, nothing to support
 
 _MODEL_NAMES = ("linear", "vgg4", "resnet18")
 #: the keys of ``solver_options`` and their defaults
-_SOLVER_DEFAULTS = {"method": "auto", "tol": 1e-5, "max_iter": 200}
+_SOLVER_DEFAULTS = {"method": "auto", "tol": "auto", "max_iter": 200}
+# the 0.1.0 release's solver parameters and their defaults (read by old pickles)
+_RELEASE_SOLVER_DEFAULTS = {"method": "auto", "tol": 1e-5, "max_iter": 200}
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     solver_options : dict, default=None
         Pseudo-label solver settings: ``"method"`` (default ``"auto"``, see
         :func:`~skcce.solvers.solve_pseudo_labels`), ``"tol"`` (certified relative duality
-        gap, 1e-5) and ``"max_iter"`` (200) per batch.
+        gap; ``"auto"``: ``1 / batch_size``, one row's mean share of the batch objective) and
+        ``"max_iter"`` (200) per batch.
     augment : "auto", None, "default" or callable, default="auto"
         Augmentation consistency (supplement Table 4). ``"auto"``: ``"default"`` for image
         models (:func:`skcce.models.default_augmentation`), None otherwise.
@@ -152,7 +155,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         File written atomically at every epoch; ``fit`` resumes from it when it exists.
     n_threads : int or None, default=None
         CPU threads of ``fit``, ``predict`` and ``score``, restored on exit. None: 1 for the
-        linear head, torch's setting for other models.
+        linear head (its KMeans start keeps torch's setting, as scikit-learn's KMeans would),
+        torch's setting for other models.
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffling and restarts (a local ``torch.Generator``).
     verbose : int, default=0
@@ -387,8 +391,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         return lambda x, generator: user(x)
 
     def _solver_options(self):
-        """``(method, tol, max_iter)`` of ``solver_options`` (missing keys: their defaults);
-        a ``ValueError`` names an unknown key or a bad value."""
+        """``(method, tol, max_iter)`` of ``solver_options`` (missing keys: their defaults,
+        ``tol`` possibly ``"auto"``); a ``ValueError`` names an unknown key or a bad value."""
         options = dict(_SOLVER_DEFAULTS)
         given = self.solver_options or {}
         unknown = sorted(set(given) - set(options))
@@ -404,17 +408,22 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
                 f"solver_options['method'] must be one of {sorted(SOLVER_METHODS)}; "
                 f"got {method!r}"
             )
-        if isinstance(tol, bool) or not isinstance(tol, Real) or not 0 < tol < 1:
-            raise ValueError(f"solver_options['tol'] must be a float in (0, 1); got {tol!r}")
+        bad = isinstance(tol, bool) or not isinstance(tol, Real) or not 0 < tol < 1
+        if tol != "auto" and bad:
+            raise ValueError(
+                f"solver_options['tol'] must be 'auto' or a float in (0, 1); got {tol!r}"
+            )
         if isinstance(max_iter, bool) or not isinstance(max_iter, Integral) or max_iter < 1:
             raise ValueError(
                 f"solver_options['max_iter'] must be a positive integer; got {max_iter!r}"
             )
-        return method, float(tol), int(max_iter)
+        return method, tol if tol == "auto" else float(tol), int(max_iter)
 
     def _config(self, k, device, input_shape, settings, solve_threads=1, n_samples=1):
         """TrainConfig from the parameters, with the "auto" ones taken from ``settings``."""
         method, solver_tol, solver_max_iter = self._solver_options()
+        if solver_tol == "auto":  # the gap below one row's mean share of the batch objective
+            solver_tol = 1.0 / int(settings["batch_size"])
         prior_kind, prior = self._check_prior(k)
         return TrainConfig(
             n_clusters=k,
@@ -559,7 +568,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             found = _n_clusters.search(self, self._validate_X(X, reset=True))
             k, checkpoint = found.k, _n_clusters.candidate_path(self.checkpoint, found.k)
         outer = torch.get_num_threads()  # the caller's setting, before the scope
-        with thread_limit(self._thread_count()):
+        with thread_limit(self._thread_count()), wide_threads(self.n_threads or outer):
             self._fit(X, k, checkpoint, solve_threads=self.n_threads or outer)
         if found is not None:
             self.n_clusters_scores_ = found.scores
@@ -593,7 +602,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         -------
         self : CCEClustering
         """
-        with thread_limit(self._thread_count()):
+        outer = torch.get_num_threads()
+        with thread_limit(self._thread_count()), wide_threads(self.n_threads or outer):
             return self._partial_fit(X)
 
     def _partial_fit(self, X):
@@ -958,8 +968,8 @@ def _upgrade_release_state(state):
     state = dict(state)
     options = {}
     for old, key in (("solver", "method"), ("solver_tol", "tol"), ("solver_max_iter", "max_iter")):
-        value = state.pop(old, _SOLVER_DEFAULTS[key])
-        if value != _SOLVER_DEFAULTS[key]:
+        value = state.pop(old, _RELEASE_SOLVER_DEFAULTS[key])
+        if value != _RELEASE_SOLVER_DEFAULTS[key]:
             options[key] = value
     for old in ("em_tol", "em_max_iter"):
         state.pop(old, None)

@@ -552,7 +552,8 @@ def test_solver_parameter_selects_the_pseudo_label_method(monkeypatch, solver, e
     [
         ({"tolerance": 1e-3}, r"unknown keys \['tolerance'\]"),
         ({"method": "simplex"}, r"solver_options\['method'\] must be one of"),
-        ({"tol": 0.0}, r"solver_options\['tol'\] must be a float in \(0, 1\)"),
+        ({"tol": 0.0}, r"solver_options\['tol'\] must be 'auto' or a float in \(0, 1\)"),
+        ({"tol": "loose"}, r"solver_options\['tol'\] must be 'auto' or a float"),
         ({"max_iter": 0}, r"solver_options\['max_iter'\] must be a positive integer"),
     ],
 )
@@ -590,6 +591,9 @@ def test_solver_options_tol_and_max_iter_reach_the_solver(blobs, monkeypatch):
     options = {"tol": 1e-3, "max_iter": 7}
     CCEClustering(n_clusters=3, solver_options=options, **FAST).fit(X)
     assert seen and set(seen) == {(1e-3, 7)}
+    seen.clear()
+    est = CCEClustering(n_clusters=3, solver_options={"max_iter": 7}, **FAST).fit(X)
+    assert seen and set(seen) == {(1.0 / est.batch_size_, 7)}  # "auto": one row's share
 
 
 def test_public_names():

@@ -31,6 +31,7 @@ from skcce._engine._preprocess import Inputs, _power_of_two, merge_moments
 from skcce._engine._prior import PriorTracker
 from skcce._engine._relocate import relocate_epoch_
 from skcce._engine._step import Step
+from skcce._engine._threads import wide
 from skcce._engine._train import make_optimizer, run_epoch
 from skcce.models import build_model
 from skcce.models._defaults import ROWS_PER_CLUSTER
@@ -307,14 +308,17 @@ def first_head(generator, X, inputs: Inputs, n_clusters: int, init, seed: int):
     n = X.shape[0]
     if not isinstance(init, str):  # the user's centroids, normalised
         centroids = inputs.raw(np.asarray(init), slice(None), cpu).double().numpy()
-        head_from_centroids_(module, *initial_centroids(fetch, n, n_clusters, centroids, seed))
+        with wide():
+            start = initial_centroids(fetch, n, n_clusters, centroids, seed)
+        head_from_centroids_(module, *start)
         return module, "array"
     m = subsample_size(n, n_clusters)
     runs = int(np.clip(INIT_BUDGET // (m * n_clusters * d), 1, INIT_RUNS))
     rows = fetch(np.linspace(0, n - 1, min(n, MAX_SAMPLES)).astype(np.intp))
     best, best_inertia = None, np.inf
     for run_seed in np.random.default_rng(seed).integers(2**31 - 1, size=runs):
-        result = initial_centroids(fetch, n, n_clusters, "kmeans", int(run_seed))
+        with wide():  # scikit-learn's KMeans shares the caller's threads well
+            result = initial_centroids(fetch, n, n_clusters, "kmeans", int(run_seed))
         value = inertia(rows, result[0])
         if value < best_inertia:  # ties: the first
             best, best_inertia = result, value

@@ -3,12 +3,15 @@
 :func:`thread_limit` sets torch's intra-op threads and the BLAS/OpenMP pools that threadpoolctl
 sees (NumPy's BLAS) for the duration of a ``with`` block and restores both afterwards, also when
 the block raises. The estimator chooses the count (see ``CCEClustering``'s ``n_threads``); this
-module only applies it.
+module only applies it. :func:`wide_threads` declares the count of the work that shares its
+threads well (the KMeans start, scikit-learn's own Lloyd iterations), and :func:`wide` runs a
+block with it inside a narrower limit.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 
 import torch
@@ -54,3 +57,45 @@ def thread_limit(n_threads):
             yield
     finally:
         torch.set_num_threads(old)
+
+
+_WIDE = ContextVar("skcce_wide_threads", default=None)
+
+
+@contextmanager
+def wide_threads(n_threads):
+    """Declare ``n_threads`` as the count :func:`wide` blocks run with, for this block.
+
+    Parameters
+    ----------
+    n_threads : int or None
+        Thread count; None: :func:`wide` blocks change nothing.
+    """
+    token = _WIDE.set(None if n_threads is None else int(n_threads))
+    try:
+        yield
+    finally:
+        _WIDE.reset(token)
+
+
+@contextmanager
+def wide():
+    """Run the block with the count :func:`wide_threads` declared (nothing declared, or the
+    count already in force: the block runs as it is).
+
+    Examples
+    --------
+    >>> import torch
+    >>> with thread_limit(1), wide_threads(2):
+    ...     with wide():
+    ...         inside = torch.get_num_threads()
+    ...     after = torch.get_num_threads()
+    >>> inside, after
+    (2, 1)
+    """
+    n_threads = _WIDE.get()
+    if n_threads is None or n_threads == torch.get_num_threads():
+        yield
+        return
+    with thread_limit(n_threads):
+        yield
