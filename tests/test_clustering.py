@@ -655,6 +655,34 @@ def test_fit_and_predict_threads_scoped_and_restored(
     assert est.get_params()["n_threads"] == n_threads  # the parameter is never changed
 
 
+@pytest.mark.parametrize(
+    ("n_threads", "large", "expected"),
+    [(None, True, 2), (None, False, 1), (3, True, 3), (1, True, 1), (3, False, 3)],
+)
+def test_kmeans_start_keeps_the_callers_threads(
+    blobs, n_threads, large, expected, torch_threads, monkeypatch
+):
+    """The linear head trains on one thread, but its KMeans start (scikit-learn's Lloyd)
+    runs with the caller's count when a Lloyd iteration holds MIN_WIDE_WORK multiply-adds,
+    unless ``n_threads`` sets one; ``fit`` and ``partial_fit``."""
+    from skcce._engine import _build, _stream
+    from skcce._engine._threads import MIN_WIDE_WORK
+
+    if large:  # 5 000 rows x 64 features x 40 clusters: above the work rule
+        X, _ = make_blobs(5000, n_features=64, centers=40, random_state=0)
+        k = 40
+        assert 5000 * 64 * k >= MIN_WIDE_WORK
+    else:
+        (X, _), k = blobs, 3
+    seen_fit = _spy_threads(monkeypatch, _build, "initial_centroids")
+    seen_stream = _spy_threads(monkeypatch, _stream, "initial_centroids")
+    CCEClustering(n_clusters=k, n_threads=n_threads, n_init=1, max_epochs=1).fit(X)
+    CCEClustering(n_clusters=k, n_threads=n_threads).partial_fit(X)  # a stream's first call
+    assert seen_fit and set(seen_fit) == {expected}
+    assert seen_stream and set(seen_stream) == {expected}
+    assert torch.get_num_threads() == torch_threads
+
+
 def test_deep_model_keeps_torch_threads(torch_threads):
     from skcce._engine._threads import thread_limit
 

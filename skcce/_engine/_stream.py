@@ -308,7 +308,7 @@ def first_head(generator, X, inputs: Inputs, n_clusters: int, init, seed: int):
     n = X.shape[0]
     if not isinstance(init, str):  # the user's centroids, normalised
         centroids = inputs.raw(np.asarray(init), slice(None), cpu).double().numpy()
-        with wide():
+        with wide(subsample_size(n, n_clusters) * n_clusters * d):
             start = initial_centroids(fetch, n, n_clusters, centroids, seed)
         head_from_centroids_(module, *start)
         return module, "array"
@@ -317,7 +317,7 @@ def first_head(generator, X, inputs: Inputs, n_clusters: int, init, seed: int):
     rows = fetch(np.linspace(0, n - 1, min(n, MAX_SAMPLES)).astype(np.intp))
     best, best_inertia = None, np.inf
     for run_seed in np.random.default_rng(seed).integers(2**31 - 1, size=runs):
-        with wide():  # scikit-learn's KMeans shares the caller's threads well
+        with wide(m * n_clusters * d):  # scikit-learn's KMeans: the caller's threads
             result = initial_centroids(fetch, n, n_clusters, "kmeans", int(run_seed))
         value = inertia(rows, result[0])
         if value < best_inertia:  # ties: the first

@@ -61,6 +61,11 @@ def thread_limit(n_threads):
 
 _WIDE = ContextVar("skcce_wide_threads", default=None)
 
+#: Multiply-adds of one pass of a :func:`wide` block's work below which it stays on the
+#: threads in force: waking more threads then costs more than they save (BLAS libraries keep
+#: small products on one thread for the same reason).
+MIN_WIDE_WORK = 10**7
+
 
 @contextmanager
 def wide_threads(n_threads):
@@ -79,9 +84,14 @@ def wide_threads(n_threads):
 
 
 @contextmanager
-def wide():
-    """Run the block with the count :func:`wide_threads` declared (nothing declared, or the
-    count already in force: the block runs as it is).
+def wide(work=None):
+    """Run the block with the count :func:`wide_threads` declared (nothing declared, the
+    count already in force, or ``work`` below :data:`MIN_WIDE_WORK`: the block runs as it is).
+
+    Parameters
+    ----------
+    work : int or None
+        Multiply-adds of one pass of the block's work (None: any amount).
 
     Examples
     --------
@@ -92,9 +102,13 @@ def wide():
     ...     after = torch.get_num_threads()
     >>> inside, after
     (2, 1)
+    >>> with thread_limit(1), wide_threads(2), wide(work=MIN_WIDE_WORK - 1):
+    ...     torch.get_num_threads()
+    1
     """
     n_threads = _WIDE.get()
-    if n_threads is None or n_threads == torch.get_num_threads():
+    small = work is not None and work < MIN_WIDE_WORK
+    if small or n_threads is None or n_threads == torch.get_num_threads():
         yield
         return
     with thread_limit(n_threads):
