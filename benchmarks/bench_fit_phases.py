@@ -11,10 +11,14 @@ an epoch can be read in Lloyd iterations. Data: ``bench_scale.make_mixture`` (ba
 spread 0.5, seed 0). One untimed warm-up fit comes first. Threads: torch's default unless
 ``--threads 1``. Writes the section ``bench_fit_phases`` (``_threads1``) of docs/scale.md.
 
+``--epochs 1,2,3,5,10`` instead fits each case (and digits) with ``max_epochs`` set to each
+count and writes the accuracy and time after each to the section ``bench_fit_epochs``.
+
 Usage::
 
     python benchmarks/bench_fit_phases.py                     # about 3 minutes
     python benchmarks/bench_fit_phases.py --cases 10000:64:100 --no-write
+    python benchmarks/bench_fit_phases.py --epochs 1,2,3,5,10    # about 2 minutes
 """
 
 from __future__ import annotations
@@ -113,16 +117,71 @@ def report(rows, threads):
     return "\n".join(lines)
 
 
+def run_epochs(case, seed, counts):
+    """``[(epochs, accuracy, seconds)]`` of default fits with ``max_epochs`` of ``counts``;
+    ``case`` is "digits" or ``(n, d, K)``."""
+    from skcce import CCEClustering
+    from skcce.metrics import clustering_accuracy
+
+    if case == "digits":
+        from sklearn.datasets import load_digits
+
+        X, y = load_digits(return_X_y=True)
+        k = 10
+    else:
+        X, y = make_mixture(*case, "balanced", seed=seed)
+        k = case[2]
+    out = []
+    for count in counts:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = CCEClustering(n_clusters=k, random_state=seed, max_epochs=count).fit(X)
+        out.append((count, clustering_accuracy(y, est.labels_), time.perf_counter() - t0))
+    print(case, [(c, round(a, 3), round(t, 2)) for c, a, t in out], flush=True)
+    return out
+
+
+def report_epochs(rows, counts, seed, threads):
+    lines = [
+        "## Accuracy after each number of epochs (`benchmarks/bench_fit_phases.py --epochs`)",
+        "",
+        f"`CCEClustering(n_clusters=K, random_state={seed}, max_epochs=E)` with its other "
+        "defaults, on digits and balanced `make_mixture` data (spread 0.5): accuracy and "
+        f"wall time of the whole fit for each E. Threads: {threads}.",
+        "",
+        "Machine:",
+        "",
+        *machine_lines(),
+        "",
+        "| data | K | " + " | ".join(f"E = {c}: acc, s" for c in counts) + " |",
+        "|---|---|" + "---|" * len(counts),
+    ]
+    for case, out in rows:
+        name = "digits" if case == "digits" else f"{case[0]:,} × {case[1]}"
+        k = 10 if case == "digits" else case[2]
+        cells = " | ".join(f"{a:.3f}, {t:.3g}" for _, a, t in out)
+        lines.append(f"| {name} | {k} | {cells} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=CASES, help="n:d:K, comma-separated")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", default="default", help="'default' or 1")
+    parser.add_argument("--epochs", default=None, help="max_epochs counts, comma-separated")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     threads, suffix = apply_threads(args.threads)
     Xw, _ = make_mixture(2000, 64, 20, "balanced", seed=99)
     _phases(Xw, 20, 0)  # warm-up: one-time costs of the process are not a fit's
+    if args.epochs:
+        counts = [int(c) for c in args.epochs.split(",")]
+        cases = ["digits"] + [tuple(int(v) for v in c.split(":")) for c in args.cases.split(",")]
+        rows = [(case, run_epochs(case, args.seed, counts)) for case in cases]
+        body = report_epochs(rows, counts, args.seed, threads)
+        return publish("bench_fit_epochs" + suffix, body, args, path=DOC, echo=True)
     rows = []
     for case in args.cases.split(","):
         key = tuple(int(v) for v in case.split(":"))
