@@ -40,3 +40,14 @@ def test_solver_tol_table_shows_ratios_and_uncertified_batches():
     table = bench_solver_tol.report(rows, [0], ["auto", "1e-5"], "1")
     assert "| 10000 × 64 zipf | 100 | 0.500, 1 | 0.500, 2 (2×), 100 | " in table
     assert "0.500, 2 (2×), 100 (2 uncertified) |" in table
+
+
+def test_epochs_table_has_a_column_per_count():
+    rows = [
+        ("digits", [(1, 0.5, 0.25), (3, 0.75, 1.0)]),
+        ((1000, 8, 4), [(1, 0.1, 2.0), (3, 0.2, 3.0)]),
+    ]
+    table = bench_fit_phases.report_epochs(rows, [1, 3], 0, "1")
+    assert "| data | K | E = 1: acc, s | E = 3: acc, s |" in table
+    assert "| digits | 10 | 0.500, 0.25 | 0.750, 1 |" in table
+    assert "| 1,000 × 8 | 4 | 0.100, 2 | 0.200, 3 |" in table
