@@ -27,6 +27,7 @@ import argparse
 import sys
 import time
 import warnings
+from contextlib import ExitStack
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,17 +54,13 @@ def _phases(X, k, seed):
         "steps": _Timer((_batched._Batched, "step")),
         "re-seeding": _Timer((_batched, "_relocate")),
     }
-    for timer in timers.values():
-        timer.__enter__()
-    try:
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est = CCEClustering(n_clusters=k, random_state=seed).fit(X)
-        total = time.perf_counter() - t0
-    finally:
+    with ExitStack() as stack, warnings.catch_warnings():
         for timer in timers.values():
-            timer.__exit__(None, None, None)
+            stack.enter_context(timer)
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        est = CCEClustering(n_clusters=k, random_state=seed).fit(X)
+        total = time.perf_counter() - t0
     seconds = {name: timers[name].total for name in ("start", "solves", "re-seeding")}
     seconds["loss and gradient"] = timers["loss and gradient"].total
     seconds["rest of the steps"] = (

@@ -9,7 +9,7 @@ import torch
 from skcce._engine._threads import wide
 from skcce.models import build_model
 from skcce.models._defaults import restart_init
-from skcce.models._kmeans_init import head_from_centroids_, initial_centroids, subsample_size
+from skcce.models._kmeans_init import head_from_centroids_, initial_centroids, lloyd_work
 
 
 def make_builder(model, n_clusters, X, prepared, ctx, device, init):
@@ -82,8 +82,9 @@ def init_head(module, X, inputs, init, seed, ctx, device):
         return inputs.raw(X, idx, cpu).numpy()
 
     k = module.out_features  # the linear head: one output per cluster
-    work = subsample_size(X.shape[0], k) * k * module.in_features  # one Lloyd iteration
-    with wide(work):  # scikit-learn's KMeans shares the caller's threads on large work
+    # scikit-learn's KMeans shares the caller's threads on large work (given centroids: none)
+    work = lloyd_work(X.shape[0], k, module.in_features) if isinstance(init, str) else 0
+    with wide(work):
         result = initial_centroids(fetch, X.shape[0], k, init, seed, explicit=explicit)
     result = ctx.broadcast(result, device)  # every rank starts from rank 0's head
     if result is None:

@@ -41,6 +41,7 @@ from skcce.models._kmeans_init import (
     head_from_centroids_,
     inertia,
     initial_centroids,
+    lloyd_work,
     soft_assignment_scale,
     subsample_size,
 )
@@ -308,16 +309,14 @@ def first_head(generator, X, inputs: Inputs, n_clusters: int, init, seed: int):
     n = X.shape[0]
     if not isinstance(init, str):  # the user's centroids, normalised
         centroids = inputs.raw(np.asarray(init), slice(None), cpu).double().numpy()
-        with wide(subsample_size(n, n_clusters) * n_clusters * d):
-            start = initial_centroids(fetch, n, n_clusters, centroids, seed)
-        head_from_centroids_(module, *start)
+        head_from_centroids_(module, *initial_centroids(fetch, n, n_clusters, centroids, seed))
         return module, "array"
     m = subsample_size(n, n_clusters)
     runs = int(np.clip(INIT_BUDGET // (m * n_clusters * d), 1, INIT_RUNS))
     rows = fetch(np.linspace(0, n - 1, min(n, MAX_SAMPLES)).astype(np.intp))
     best, best_inertia = None, np.inf
     for run_seed in np.random.default_rng(seed).integers(2**31 - 1, size=runs):
-        with wide(m * n_clusters * d):  # scikit-learn's KMeans: the caller's threads
+        with wide(lloyd_work(n, n_clusters, d)):  # scikit-learn's KMeans: the caller's threads
             result = initial_centroids(fetch, n, n_clusters, "kmeans", int(run_seed))
         value = inertia(rows, result[0])
         if value < best_inertia:  # ties: the first

@@ -33,6 +33,7 @@ __all__ = [
     "head_from_centroids_",
     "initial_centroids",
     "kmeans_centroids",
+    "lloyd_work",
     "n_distinct_rows",
     "soft_assignment_scale",
     "subsample_size",
@@ -136,6 +137,18 @@ def subsample_size(n_samples: int, n_clusters: int) -> int:
     (5000, 25600, 900)
     """
     return int(min(n_samples, max(MAX_SAMPLES, ROWS_PER_CENTROID * n_clusters)))
+
+
+def lloyd_work(n_samples: int, n_clusters: int, n_features: int) -> int:
+    """Multiply-adds of one Lloyd iteration of the start: the subsample's rows times the
+    clusters times the features (what decides whether the start is worth more threads).
+
+    Examples
+    --------
+    >>> lloyd_work(100_000, 100, 64)  # 25 600 rows of the subsample
+    163840000
+    """
+    return subsample_size(n_samples, n_clusters) * n_clusters * n_features
 
 
 def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int):
