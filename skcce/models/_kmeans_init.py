@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from skcce.models._kmeans_swap import swap_refine
+
 __all__ = [
     "MAX_SAMPLES",
     "ROWS_PER_CENTROID",
@@ -154,7 +156,9 @@ def lloyd_work(n_samples: int, n_clusters: int, n_features: int) -> int:
 def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int):
     """k-means++ seeds refined by Lloyd's iterations until they converge (scikit-learn's
     ``KMeans`` defaults: ``tol=1e-4`` relative to the data's variance, at most 300), so that
-    the start is converged at any K (docs/design/018-kmeans-start-at-large-k.md).
+    the start is converged at any K (docs/design/018-kmeans-start-at-large-k.md), then
+    taken out of Lloyd's local optima by split-and-merge rounds kept while the inertia falls
+    (:func:`skcce.models._kmeans_swap.swap_refine`, docs/design/025-kmeans-start-swaps.md).
 
     The seeds are drawn from at most ``max(2000, 20 * n_clusters)`` evenly spaced rows of
     Z (a random subsample already); Lloyd's iterations use all rows.
@@ -187,8 +191,11 @@ def kmeans_centroids(Z: np.ndarray, n_clusters: int, seed: int):
     m = min(len(Z), max(2_000, 20 * n_clusters))
     few = Z[np.linspace(0, len(Z) - 1, m).astype(np.intp)].astype(np.float64)
     seeds, _ = kmeans_plusplus(few, n_clusters, random_state=seed)
-    km = KMeans(n_clusters, init=seeds.astype(Z.dtype), n_init=1)
-    return km.fit(Z).cluster_centers_.astype(np.float64)
+
+    def lloyd(start):
+        return KMeans(n_clusters, init=start.astype(Z.dtype), n_init=1).fit(Z).cluster_centers_
+
+    return swap_refine(Z, lloyd(seeds), lloyd)[0]
 
 
 def _squared_distances(Z, centroids) -> np.ndarray:
