@@ -1,14 +1,16 @@
-"""Where the KMeans start's local optimum comes from: seeding pool and Lloyd rows (record 023).
+"""The KMeans start's local optimum, and the moves that leave it (records 023, 025).
 
 The linear head starts from k-means++ seeds drawn from ``max(2000, 20 K)`` evenly spaced rows
 of a random subsample of ``subsample_size(n, K)`` rows, refined by Lloyd's iterations on that
-subsample (:func:`skcce.models._kmeans_init.kmeans_centroids`). Against it, in the same run and
-from the same subsample: the seeds drawn from the whole subsample (**pool: subsample**), and
-the same seeds refined on all n rows (**Lloyd: all rows**); and
+subsample (**Lloyd**), then by split-and-merge rounds kept while the subsample's inertia falls
+(**Lloyd + swaps**, the start as built: :func:`skcce.models._kmeans_init.kmeans_centroids`).
+Against them, in the same run and from the same subsample: the seeds drawn from the whole
+subsample (**pool: subsample**), and the same seeds refined on all n rows (**Lloyd: all
+rows**); and
 ``KMeans(n_clusters=K, n_init=1, random_state=seed)`` on all rows and the default
 ``CCEClustering(n_clusters=K, random_state=seed)`` fit. Each start is scored by the accuracy
 (:func:`skcce.metrics.clustering_accuracy`) of its nearest-centroid partition of all rows;
-the seconds are those of seeding and Lloyd. Data: ``bench_scale.make_mixture`` (balanced,
+the seconds are those of seeding, Lloyd and the swaps. Data: ``bench_scale.make_mixture`` (balanced,
 spread 0.5), drawn once with seed 0; the seeds 0, 1, ... draw the subsample and seed the
 estimators. Writes the section ``bench_start_optimum`` of docs/scale.md.
 
@@ -36,29 +38,42 @@ from bench_scale import make_mixture  # noqa: E402
 DOC = HERE.parent / "docs" / "scale.md"
 SECTION = "bench_start_optimum"
 CASES = "100000:256:100:5,100000:64:100:3,100000:64:1000:1"
-METHODS = ("start", "pool: subsample", "Lloyd: all rows", "KMeans(n_init=1)", "CCEClustering")
+METHODS = (
+    "Lloyd",
+    "pool: subsample",
+    "Lloyd: all rows",
+    "Lloyd + swaps",
+    "KMeans(n_init=1)",
+    "CCEClustering",
+)
 
 
 def _starts(X, k, seed):
-    """``{method: (centroids or labels, seconds)}`` of the three starts from one subsample."""
+    """``{method: (centroids, seconds)}`` of the four starts from one subsample."""
     from sklearn.cluster import KMeans, kmeans_plusplus
 
     from skcce.models._kmeans_init import subsample_size
+    from skcce.models._kmeans_swap import swap_refine
 
     rng = np.random.default_rng(seed)
     m = subsample_size(len(X), k)
     Z = X[np.sort(rng.choice(len(X), m, replace=False))]
     out = {}
-    for name, pool in (("start", max(2_000, 20 * k)), ("pool: subsample", m)):
+    for name, pool in (("Lloyd", max(2_000, 20 * k)), ("pool: subsample", m)):
         t0 = time.perf_counter()
         few = Z[np.linspace(0, m - 1, min(m, pool)).astype(np.intp)].astype(np.float64)
         seeds, _ = kmeans_plusplus(few, k, random_state=seed)
         centroids = KMeans(k, init=seeds.astype(Z.dtype), n_init=1).fit(Z).cluster_centers_
         out[name] = (centroids, time.perf_counter() - t0)
-        if name == "start":
+        if name == "Lloyd":
             t0 = time.perf_counter()
             full = KMeans(k, init=seeds.astype(X.dtype), n_init=1).fit(X).cluster_centers_
-            out["Lloyd: all rows"] = (full, out["start"][1] + time.perf_counter() - t0)
+            out["Lloyd: all rows"] = (full, out["Lloyd"][1] + time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            swapped, _ = swap_refine(
+                Z, centroids, lambda c: KMeans(k, init=c, n_init=1).fit(Z).cluster_centers_
+            )
+            out["Lloyd + swaps"] = (swapped, out["Lloyd"][1] + time.perf_counter() - t0)
     return out
 
 
@@ -99,13 +114,14 @@ def report(rows):
     lines = [
         "## The KMeans start's local optimum (`benchmarks/bench_start_optimum.py`)",
         "",
-        "Accuracy of the nearest-centroid partition of all rows: the start as built "
-        "(k-means++ on `max(2000, 20 K)` rows of the subsample, Lloyd on the subsample), "
-        "the seeds drawn from the whole subsample, the start's seeds refined on all rows, "
+        "Accuracy of the nearest-centroid partition of all rows: k-means++ on "
+        "`max(2000, 20 K)` rows of the subsample and Lloyd on the subsample (**Lloyd**), "
+        "the seeds drawn from the whole subsample, those seeds refined on all rows, the "
+        "start as built (**Lloyd + swaps**: split-and-merge rounds after Lloyd, record 025), "
         "`KMeans(n_init=1)` on all rows, and the default `CCEClustering` fit (its labels). "
         "`make_mixture` data (balanced, spread 0.5) drawn with seed 0; each seed draws the "
         "subsample and seeds the estimators. Per cell: the mean accuracy over the seeds, "
-        "then the mean seconds (for the starts: seeding and Lloyd). Threads: defaults.",
+        "then the mean seconds (for the starts: seeding, Lloyd and the swaps). Threads: defaults.",
         "",
         "Machine:",
         "",

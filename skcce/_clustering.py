@@ -111,7 +111,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         module mapping a batch to K logits, or ``f(input_shape, n_clusters) -> nn.Module``.
     init : {"auto", "random", "kmeans"} or array-like, default="auto"
         Initial linear head. ``"kmeans"`` (``"auto"`` on the linear head): every restart
-        starts as the soft assignment of its own k-means++ and Lloyd run. ``"random"``
+        starts as the soft assignment of its own k-means++ and Lloyd run, with
+        split-and-merge moves kept while they lower the inertia. ``"random"``
         (``"auto"`` on other models): Kaiming-normal weights. An array: centroids.
     whiten : bool or float in [0, 1], default=False
         Linear head only: multiply the normalised rows by the clusters' pooled covariance
@@ -580,8 +581,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         """Update the model with one chunk of samples: one pass of the training over it.
 
         The first call (on an unfitted estimator) reads the settings, fits the input
-        normalisation to the chunk and starts the linear head: k-means++ and Lloyd on the
-        chunk for ``init="auto"`` or ``"kmeans"``, the ``init`` centroids, or a random head
+        normalisation to the chunk and starts the linear head: k-means++, Lloyd and
+        split-and-merge moves on the chunk for ``init="auto"`` or ``"kmeans"``, the ``init`` centroids, or a random head
         for ``"random"``. Every call then merges the chunk into the normalisation (running
         per-feature means and one global standard deviation; the head is re-expressed so
         that its predictions do not change), runs one pass of the self-labeling loop over
