@@ -582,15 +582,16 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
 
         The first call (on an unfitted estimator) reads the settings, fits the input
         normalisation to the chunk and starts the linear head: k-means++, Lloyd and
-        split-and-merge moves on the chunk for ``init="auto"`` or ``"kmeans"``, the ``init`` centroids, or a random head
-        for ``"random"``. Every call then merges the chunk into the normalisation (running
-        per-feature means and one global standard deviation; the head is re-expressed so
-        that its predictions do not change), runs one pass of the self-labeling loop over
-        the chunk's shuffled mini-batches (``n_steps_`` counts the optimiser steps) and sets
-        ``labels_`` to the chunk's clusters. A stream trains one model (``n_init="auto"``:
-        1, ``prior="auto"``: uniform) with the settings of its first call; ``max_epochs`` and
-        ``checkpoint`` are unused (a pickle resumes the stream exactly). After ``fit`` it
-        continues the fitted model. Linear head only; a ``ValueError`` changes nothing.
+        split-and-merge moves on the chunk for ``init="auto"`` or ``"kmeans"``, the ``init``
+        centroids, or a random head for ``"random"``. Every call then merges the chunk into
+        the normalisation (running per-feature means and one global standard deviation; the
+        head is re-expressed so that its predictions do not change), runs one pass of the
+        self-labeling loop over the chunk's shuffled mini-batches (``n_steps_`` counts the
+        optimiser steps) and sets ``labels_`` to the chunk's clusters. A stream trains one
+        model (``n_init="auto"``: 1, ``prior="auto"``: uniform) with the settings of its
+        first call; ``max_epochs`` and ``checkpoint`` are unused (a pickle resumes the
+        stream exactly). After ``fit`` it continues the fitted model. Linear head only; a
+        ``ValueError`` changes nothing.
 
         Parameters
         ----------
