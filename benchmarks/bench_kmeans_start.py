@@ -21,7 +21,8 @@ Two tables:
   Lloyd's iterations and scikit-learn's tolerance (relative to the data's variance) do not
   change under that map, so the raw rows give the same start up to rounding;
 - ``CCEClustering(n_clusters=K, random_state=seed).fit`` with the defaults of the installed
-  code (the new rule) against ``KMeans(n_clusters=K, n_init=1, random_state=seed)`` in the
+  code (the new rule, followed since record 025 by split-and-merge rounds) against
+  ``KMeans(n_clusters=K, n_init=1, random_state=seed)`` in the
   same run, and the same fit with the library's start put back to the old rule (``old_start``
   replaces ``subsample_size`` and ``kmeans_centroids`` of ``skcce.models._kmeans_init`` for the
   fit): accuracy (:func:`skcce.metrics.clustering_accuracy`), empty clusters, wall time of the
