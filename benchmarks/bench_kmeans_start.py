@@ -29,10 +29,12 @@ Two tables:
   fit and its ratio to KMeans's. One untimed warm-up fit of each comes first.
 
 Threads: 1 unless ``--threads`` (torch's and, through threadpoolctl, the BLAS and OpenMP
-pools of scikit-learn; ``default`` leaves them alone).
+pools of scikit-learn; ``default`` leaves them alone). The section ``bench_kmeans_start`` of
+docs/benchmarks.md holds the one-thread run; ``--threads default --section
+bench_kmeans_start_default`` writes the run on the default threads beside it.
 
 Usage: ``python benchmarks/bench_kmeans_start.py [--k 10,50,100] [--seeds 0,1,2] [--n 10000]
-[--d 64] [--threads 1] [--no-write]``
+[--d 64] [--threads 1] [--section NAME] [--no-write]``
 """
 
 from __future__ import annotations
@@ -251,6 +253,7 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--d", type=int, default=64)
     parser.add_argument("--threads", default="1", help="threads ('default': leave them)")
+    parser.add_argument("--section", default="bench_kmeans_start", help="section to write")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     command = "python benchmarks/bench_kmeans_start.py " + shlex.join(
@@ -280,7 +283,8 @@ def main(argv=None):
     wall = time.perf_counter() - start
     body = "\n".join(
         [
-            "## The KMeans start at K = 10, 50 and 100 (`benchmarks/bench_kmeans_start.py`)",
+            "## The KMeans start at K = 10, 50 and 100 (`benchmarks/bench_kmeans_start.py`)"
+            + ("" if args.threads == "1" else f", threads: {args.threads}"),
             "",
             f"Measured {datetime.date.today()} by `{command.strip()}` (seeds {seeds}, each the "
             f"data seed and the estimators' seed; n = {args.n}, d = {args.d}; wall time "
@@ -316,7 +320,7 @@ def main(argv=None):
             fit_table(results, ks),
         ]
     )
-    return publish("bench_kmeans_start", body, args, echo=True)
+    return publish(args.section, body, args, echo=True)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,10 @@ def split_in_two(P: np.ndarray):
 
     The two centres start on either side of the rows' mean along their principal direction
     (power iterations from the row farthest from the mean, so the split is deterministic)
-    and are refined by 2-means iterations.
+    and are refined by 2-means iterations. It is the cheap counterpart of the lost-cluster
+    re-seeding's split (``skcce._engine._relocate._two_means``: exact principal direction,
+    Lloyd to convergence, once per lost cluster), as it is scored for every cluster in every
+    round (docs/design/025-kmeans-start-swaps.md).
 
     Parameters
     ----------
@@ -126,10 +129,10 @@ def split_in_two(P: np.ndarray):
     return centres, float(inertia.sum())
 
 
-def _pairs(first, second, d_first, d_second, Z, n_clusters: int, limit: int):
-    """The round's (split, removed) pairs and the split centres, best predicted gain first."""
+def _scores(first, second, d_first, d_second, Z, n_clusters: int) -> dict:
+    """Every cluster's split gain and 2-means halves and every centroid's removal cost, for
+    one assignment of the rows (a state of :func:`swap_refine`)."""
     sse = np.bincount(first, d_first, n_clusters)
-    cost = np.bincount(first, d_second - d_first, n_clusters)
     order = np.argsort(first, kind="stable")
     bounds = np.searchsorted(first[order], np.arange(n_clusters + 1))
     gains, halves = np.full(n_clusters, -np.inf), {}
@@ -138,6 +141,18 @@ def _pairs(first, second, d_first, d_second, Z, n_clusters: int, limit: int):
         if len(rows) >= 2:
             halves[k], inertia = split_in_two(Z[rows])
             gains[k] = sse[k] - inertia
+    return {
+        "gains": gains,
+        "halves": halves,
+        "cost": np.bincount(first, d_second - d_first, n_clusters),
+        "receivers": [second[order[bounds[j]:bounds[j + 1]]] for j in range(n_clusters)],
+    }
+
+
+def _pairs(scores: dict, limit: int) -> list:
+    """At most ``limit`` (split, removed) pairs, best predicted gain first: each centroid in
+    one pair at most, and the centroids that receive a removed one's rows in none."""
+    gains, cost = scores["gains"], scores["cost"]
     removable = list(np.argsort(cost, kind="stable"))
     touched, pairs = set(), []
     for k in np.argsort(-gains, kind="stable"):
@@ -150,11 +165,10 @@ def _pairs(first, second, d_first, d_second, Z, n_clusters: int, limit: int):
                 continue
             if gains[k] <= cost[j]:
                 break
-            absorbers = set(np.unique(second[order[bounds[j]:bounds[j + 1]]]).tolist())
             pairs.append((int(k), int(j)))
-            touched |= {int(k), int(j)} | absorbers
+            touched |= {int(k), int(j)} | set(np.unique(scores["receivers"][j]).tolist())
             break
-    return pairs, halves
+    return pairs
 
 
 def swap_refine(Z: np.ndarray, centroids: np.ndarray, lloyd):
@@ -195,15 +209,16 @@ def swap_refine(Z: np.ndarray, centroids: np.ndarray, lloyd):
         return C, 0
     state = nearest_two(Z, C)
     inertia = state[2].sum()
+    scores = _scores(*state, Z, n_clusters)  # a rejected round leaves them as they are
     limit, rounds = n_clusters, 0
     while limit >= 1 and rounds < n_clusters:
-        pairs, halves = _pairs(*state, Z, n_clusters, limit)
+        pairs = _pairs(scores, limit)
         if not pairs:
             break
         rounds += 1
         trial = C.copy()
         for k, j in pairs:
-            trial[k], trial[j] = halves[k]
+            trial[k], trial[j] = scores["halves"][k]
         trial = _lloyd_step(Z, trial)
         trial_state = nearest_two(Z, trial)
         if trial_state[2].sum() < inertia:
@@ -213,6 +228,7 @@ def swap_refine(Z: np.ndarray, centroids: np.ndarray, lloyd):
             if converged_state[2].sum() <= state[2].sum():  # Lloyd lowers it, up to rounding
                 C, state = converged, converged_state
             inertia = state[2].sum()
+            scores = _scores(*state, Z, n_clusters)
         else:
             limit = len(pairs) // 2
     return C, rounds
