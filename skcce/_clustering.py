@@ -130,7 +130,13 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         Rows per mini-batch. ``"auto"``: 250 for the linear head, 100 for other models,
         raised to ``4 * n_clusters`` so that a batch can hold every cluster.
     max_epochs : int, default=10
-        Passes over the data.
+        The most passes over the data.
+    n_iter_no_change : int, None or "auto", default="auto"
+        Training ends early after this many epochs in a row that change the cluster of no
+        fewer rows than the fewest of the epochs before them, or after an epoch that changes
+        none (epochs that began by re-seeding a lost cluster are not counted). None: train
+        ``max_epochs``. ``"auto"``: 1 for the linear head, None for other models, whose
+        features may improve after the labels settle (docs/design/026-epoch-stop.md).
     solver_options : dict, default=None
         Pseudo-label solver settings: ``"method"`` (default ``"auto"``, see
         :func:`~skcce.solvers.solve_pseudo_labels`), ``"tol"`` (certified relative duality
@@ -175,7 +181,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     history_ : list of dict
         Per epoch: ``loss``, ``fairness``, ``cluster_sizes``, ``solver_iter``,
         ``solver_unconverged``, ``relocated`` (lost clusters of the linear head re-seeded
-        before the epoch), ``time``.
+        before the epoch), ``changed`` (training rows whose cluster changed since the epoch
+        before; None in the first), ``time``.
     train_score_ : float
         :meth:`score` of the kept restart on the training data.
     restart_agreement_ : ndarray of shape (n_completed_restarts,)
@@ -194,6 +201,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         The map applied to every normalised row when ``whiten`` is positive.
     optimizer_, learning_rate_, weight_decay_, batch_size_, augment_, n_init_
         The resolved ``"auto"`` settings.
+    n_iter_no_change_ : int or None
+        The resolved ``n_iter_no_change`` (None after ``partial_fit``: one pass per call).
     n_clusters_scores_, n_clusters_restarts_ : dict of int
         ``n_clusters="auto"`` only: each K's criterion and the restarts behind it.
 
@@ -239,6 +248,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         "weight_decay": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None,
+                             StrOptions({"auto"})],
         "solver_options": [dict, None],
         "augment": [None, StrOptions({"auto", "default"}), callable],
         "augment_weight": [Interval(Real, 0, None, closed="left")],
@@ -271,6 +282,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         weight_decay="auto",
         batch_size="auto",
         max_epochs=10,
+        n_iter_no_change="auto",
         solver_options=None,
         augment="auto",
         augment_weight=0.5,
@@ -299,6 +311,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.weight_decay = weight_decay
         self.batch_size = batch_size
         self.max_epochs = max_epochs
+        self.n_iter_no_change = n_iter_no_change
         self.solver_options = solver_options
         self.augment = augment
         self.augment_weight = augment_weight
@@ -450,6 +463,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             amp=bool(self.amp) and device.type == "cuda",
             verbose=int(self.verbose),
             solve_threads=int(solve_threads),
+            n_iter_no_change=settings.get("n_iter_no_change"),
         )
 
     def _plan(self, X, k, solve_threads=1) -> _FitPlan:
@@ -729,6 +743,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.batch_size_ = int(cfg.batch_size)
         self.augment_ = None
         self.n_init_ = 1
+        self.n_iter_no_change_ = None  # one pass per call
         self.n_clusters_ = int(cfg.n_clusters)
         self.prior_ = np.full(cfg.n_clusters, 1.0 / cfg.n_clusters) if prior is None else prior
         self.restart_agreement_ = np.zeros(1)
@@ -800,6 +815,7 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
         self.n_steps_ = self.n_iter_ * -(-len(labels) // self.batch_size_)  # optimiser steps
         self.augment_ = settings["augment"]
         self.n_init_ = int(plan.n_init)
+        self.n_iter_no_change_ = settings["n_iter_no_change"]
         self.n_clusters_ = int(plan.cfg.n_clusters)
         # an earlier "auto" fit's curve
         for name in ("n_clusters_scores_", "n_clusters_restarts_"):

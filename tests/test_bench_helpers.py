@@ -21,7 +21,7 @@ def test_fit_phases_add_up_to_the_fit_and_the_timers_are_removed():
     assert sum(seconds.values()) == pytest.approx(total)
     for name in ("start", "solves", "loss and gradient", "rest of the steps"):
         assert seconds[name] > 0, name
-    assert epochs == 10
+    assert 2 <= epochs <= 10  # the epoch stop needs two epochs' labels
     assert (_build.init_head, _batched._Batched.solve_all, _fused.collision_step) == before
 
 

@@ -53,7 +53,7 @@ def test_fitted_attributes(blobs, fitted):
     assert fitted.labels_.shape == (300,)
     assert fitted.n_features_in_ == 5
     assert fitted.input_shape_ == (5,)
-    assert fitted.n_iter_ == 3 == len(fitted.history_)
+    assert 2 <= fitted.n_iter_ == len(fitted.history_) <= 3  # the epoch stop compares two
     assert isinstance(fitted.module_, torch.nn.Module)
     for epoch in fitted.history_:
         assert set(epoch) >= {"loss", "fairness", "cluster_sizes", "time", "solver_iter"}
@@ -492,7 +492,8 @@ def test_sklearn_callbacks_receive_epochs(blobs):
         def teardown(self, estimator, context):
             events.append("teardown")
 
-    est = CCEClustering(n_clusters=3, random_state=0, **FAST).set_callbacks(Recorder())
+    est = CCEClustering(n_clusters=3, random_state=0, n_iter_no_change=None, **FAST)
+    est.set_callbacks(Recorder())
     est.fit(X)
     assert events[0] == "setup" and events[-1] == "teardown"
     assert events.count(("begin", "epoch")) == 3 == events.count(("end", "epoch"))

@@ -38,7 +38,8 @@ def test_auto_settings_fit_low_dimensional_blobs_confidently_as_kmeans_does():
     X = X.astype(np.float32)
     est = CCEClustering(n_clusters=3, random_state=0).fit(X)
     kmeans = KMeans(n_clusters=3, n_init=10, random_state=0).fit(X)
-    assert adjusted_rand_score(kmeans.labels_, est.labels_) == 1.0
+    # the epoch stop ends this fit after 3 epochs with one boundary row of 300 off
+    assert adjusted_rand_score(kmeans.labels_, est.labels_) > 0.98
     assert est.predict_proba(X).max(axis=1).mean() > 0.85
     assert est.augment_ is None  # features, not images: no augmentation
     params = est.get_params()
@@ -82,6 +83,7 @@ def test_deep_models_resolve_to_the_deep_settings(model):
             "augment",
             "init",
             "n_init",
+            "n_iter_no_change",
         )
     }
     got = resolve(auto, model, 500, images=True)

@@ -260,14 +260,15 @@ def test_auto_shortened_search_then_the_whole_training_of_the_chosen_k(monkeypat
     monkeypatch.setattr(CCEClustering, "fit", spy)
     ckpt = tmp_path / "run.pt"
     est = CCEClustering(n_clusters="auto", n_clusters_range=(2, 5), max_epochs=4,
-                        random_state=0, checkpoint=ckpt).fit(X)  # fmt: skip
+                        n_iter_no_change=None, random_state=0, checkpoint=ckpt).fit(X)  # fmt: skip
     # the candidates with half the epochs (the outer call first), then the chosen K with
     # all of them, inside the outer call
     assert seen[0] == ("auto", 4, len(X))
     assert [e for k, e, n in seen[1:]] == [2] * 4
     assert est.n_clusters_ == 4 and adjusted_rand_score(y, est.labels_) > 0.95
     assert [h["epoch"] for h in est.history_][-1] == 3  # the final fit's whole training
-    direct = CCEClustering(n_clusters=4, max_epochs=4, random_state=0).fit(X)
+    direct = CCEClustering(n_clusters=4, max_epochs=4, n_iter_no_change=None,
+                           random_state=0).fit(X)  # fmt: skip
     np.testing.assert_array_equal(direct.labels_, est.labels_)
     names = sorted(p.name for p in tmp_path.glob("run.k*.pt"))
     assert names == ["run.k2.search.pt", "run.k3.search.pt", "run.k4.pt", "run.k4.search.pt",

@@ -43,7 +43,7 @@ def test_estimate_finds_unequal_cluster_sizes():
     X, y = make_blobs([600, 150, 50], centers=[[0, 0], [8, 0], [0, 8]], random_state=0)
     # the estimate starts uniform: epochs to settle (the shrink guard holds the 50-row blob
     # while the first epochs' boundaries move, so its soft mass settles later)
-    params = dict(FAST, max_epochs=20)
+    params = dict(FAST, max_epochs=20, n_iter_no_change=None)  # all 20 epochs
     est = CCEClustering(n_clusters=3, n_init=1, prior="estimate", **params).fit(X)
     uniform = CCEClustering(n_clusters=3, n_init=1, prior=None, **params).fit(X)
     shares = np.sort(np.bincount(y) / len(y))

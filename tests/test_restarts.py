@@ -115,7 +115,8 @@ def test_callbacks_hear_every_epoch_once_after_a_fallback(data, monkeypatch):
     n_init, max_epochs = 3, 3
     _batched_diverges_in_epoch(monkeypatch, epoch=1, n_batches=4)  # 240 rows, batches of 64
     spy = _spied(monkeypatch)
-    params = dict(n_clusters=4, n_init=n_init, max_epochs=max_epochs, batch_size=64)
+    params = dict(n_clusters=4, n_init=n_init, max_epochs=max_epochs, batch_size=64,
+                  n_iter_no_change=None)  # fmt: skip
     est = _quietly(CCEClustering(**params, random_state=0), data)
     begun = [e[1:] for e in spy.events if e[0] == "begin"]
     ended = [(run, epoch - 1) for kind, run, epoch in (e for e in spy.events if e[0] == "end")]

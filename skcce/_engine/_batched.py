@@ -36,7 +36,9 @@ import torch
 from torch import nn
 
 from skcce._engine._callbacks import EpochEnd, RunResult, cluster_sizes
+from skcce._engine._epoch_stop import stop_now
 from skcce._engine._inference import infer_labels
+from skcce._engine._label_change import LabelChanges
 from skcce._engine._preprocess import is_memory_mapped
 from skcce._engine._relocate import relocate_epoch_
 from skcce._engine._step import _forward, _scale_rows, host_probs, solve_rows
@@ -291,8 +293,9 @@ class _Source:
             yield rows, self.fetch(rows)
 
 
-def _epoch(batched, source, generators, epoch):
-    """One epoch of every restart; returns their history entries."""
+def _epoch(batched, source, generators, epoch, changes):
+    """One epoch of every restart; returns their history entries (``changes``: the
+    restarts' :class:`~skcce._engine._label_change.LabelChanges`)."""
     cfg, k, n = batched.cfg, batched.cfg.n_clusters, source.X.shape[0]
     n_runs = len(generators)
     t0 = time.perf_counter()
@@ -307,9 +310,12 @@ def _epoch(batched, source, generators, epoch):
         solver_iter += [res.n_iter for res in results]
         unconverged += [not res.converged for res in results]
         sums += torch.stack([loss, fair], dim=1).to(torch.float64) * rows.shape[1]
-        pred = (logits.max(dim=1).indices + offsets).reshape(-1)  # argmax: slow here
+        top = logits.max(dim=1).indices  # (R, b); argmax is slow here
+        changes.record(rows, top)
+        pred = (top + offsets).reshape(-1)
         counts.scatter_add_(0, pred, torch.ones_like(pred))
     sums, counts = sums.cpu().numpy(), counts.cpu().numpy().reshape(n_runs, k)
+    changed = changes.end_epoch()
     seconds = time.perf_counter() - t0
     return [
         {
@@ -320,6 +326,7 @@ def _epoch(batched, source, generators, epoch):
             "solver_iter": int(solver_iter[r]),
             "solver_unconverged": int(unconverged[r]),
             "relocated": 0,
+            "changed": None if changed is None else int(changed[r]),
             "time": seconds,  # the epoch of all restarts together
         }
         for r in range(n_runs)
@@ -366,7 +373,10 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
     batched = _Batched(heads, prepared.inputs, cfg, pool, runs)
     source = _Source(X, prepared.inputs, cfg.device).tabulate()
     histories = [[] for _ in runs]
-    done = None  # (weights, epochs) of the last completed epoch
+    # per restart: (weights, epochs, prior masses) of its last completed epoch; a restart
+    # whose epoch stop has come keeps that epoch's while the others train on
+    done = [None] * len(runs)
+    changes = LabelChanges(len(runs), X.shape[0], cfg.device)
     for callback in callbacks:
         for r in runs:
             callback.on_run_begin(r, 0)
@@ -374,7 +384,7 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
         for epoch in range(cfg.max_epochs):
             moved = _relocate(heads, histories, batched.tracker.value, X, prepared.inputs, cfg,
                               seeds, epoch)  # fmt: skip
-            entries = _epoch(batched, source, generators, epoch)
+            entries = _epoch(batched, source, generators, epoch, changes)
             for entry, count in zip(entries, moved, strict=True):
                 entry["relocated"] = count
             if not all(np.isfinite(e["loss"]) for e in entries):
@@ -382,32 +392,35 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
                     f"the training loss became non-finite in epoch {epoch}; lower "
                     "learning_rate or check the scale of X"
                 )
-            for history, entry in zip(histories, entries, strict=True):
-                history.append(entry)
             masses = batched.tracker.state() if batched.tracker.varies else [None] * len(runs)
-            done = ([heads.state_of(i) for i in range(len(runs))], epoch + 1, masses)
             for i, r in enumerate(runs):
+                if done[i] is not None and stop_now(histories[i], cfg.n_iter_no_change):
+                    continue  # stopped earlier
+                histories[i].append(entries[i])
+                done[i] = (heads.state_of(i), epoch + 1, masses[i])
                 for callback in callbacks:
                     callback.on_epoch_begin(r, epoch)
-                state = EpochEnd(r, epoch + 1, histories[i], done[0][i], batched.optimizer,
-                                 generators[i], done[2][i])  # fmt: skip
+                state = EpochEnd(r, epoch + 1, histories[i], done[i][0], batched.optimizer,
+                                 generators[i], done[i][2], changes.last(i))  # fmt: skip
                 for callback in callbacks:
                     callback.on_epoch_end(state)
+            if all(stop_now(history, cfg.n_iter_no_change) for history in histories):
+                break
         interrupted = False
     except KeyboardInterrupt:
         interrupted = True
-    if done is None:  # Ctrl-C before the first epoch ended
+    if any(d is None for d in done):  # Ctrl-C before the first epoch ended
         return [RunResult(runs[-1], modules[-1], [], None, None, interrupted=True)]
     results = []
     for i, (r, module) in enumerate(zip(runs, modules, strict=True)):
-        module.to(cfg.device).load_state_dict(done[0][i])
-        history = histories[i][: done[1]]
+        module.to(cfg.device).load_state_dict(done[i][0])
+        history = histories[i][: done[i][1]]
         labels, score = infer_labels(
             module, X, prepared.inputs, cfg.device, n_clusters=cfg.n_clusters,
             normalised=source.table,
         )  # fmt: skip
         last = interrupted and i == len(runs) - 1  # the caller stops at an interrupted run
-        prior = None if done[2][i] is None else batched.tracker.prior_of(i, done[2][i])
+        prior = None if done[i][2] is None else batched.tracker.prior_of(i, done[i][2])
         sizes = cluster_sizes(labels, cfg.n_clusters)
         results.append(RunResult(r, module, history, labels, score, last, prior, sizes))
     return results

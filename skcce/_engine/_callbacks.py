@@ -32,6 +32,7 @@ class EpochEnd:
     optimizer: torch.optim.Optimizer | None
     generator: torch.Generator
     prior_mass: np.ndarray | None = None  # the restart's estimated cluster masses (_prior)
+    labels: np.ndarray | None = None  # the epoch's training labels (_label_change)
 
 
 @dataclass

@@ -144,16 +144,17 @@ class Resume:
 
         Loads the weights into ``module`` and the state of ``generator`` when the checkpoint
         stopped inside this restart; returns ``(first epoch, history, optimizer state or
-        None, estimated prior masses or None)`` (``(0, [], None, None)`` for a restart that
-        starts afresh).
+        None, estimated prior masses or None, the last epoch's training labels or None)``
+        (``(0, [], None, None, None)`` for a restart that starts afresh).
         """
         state = self.state
         if run != self.first_run or state["epoch"] <= 0:
-            return 0, [], None, None
+            return 0, [], None, None, None
         module.load_state_dict(state["module"])
         generator.set_state(state["generator"])
         history = list(state["history"])
-        return int(state["epoch"]), history, state.get("optimizer"), state.get("prior_mass")
+        return (int(state["epoch"]), history, state.get("optimizer"), state.get("prior_mass"),
+                state.get("labels"))  # fmt: skip
 
     def finished_records(self) -> list:
         """``(score, weights, history, run)`` of every finished restart in the checkpoint."""
@@ -247,6 +248,7 @@ class Checkpoint(Callback):
             optimizer=state.optimizer.state_dict(),
             generator=state.generator.get_state(),
             prior_mass=state.prior_mass,
+            labels=state.labels,
         )
 
     def on_run_end(self, result: RunResult, finished: list):

@@ -23,7 +23,9 @@ import torch
 
 from skcce._engine._callbacks import EpochEnd, RunResult, cluster_sizes
 from skcce._engine._checkpoint import cpu_state
+from skcce._engine._epoch_stop import stop_now
 from skcce._engine._inference import infer_labels_sharded
+from skcce._engine._label_change import LabelChanges
 from skcce._engine._prior import PriorTracker
 from skcce._engine._relocate import relocate_epoch_
 from skcce._engine._step import Step, train_step
@@ -58,6 +60,7 @@ class TrainConfig:
     verbose: int
     solver: str = "newton"
     solve_threads: int = 1  # threads for independent problems (batched restarts)
+    n_iter_no_change: int | None = None  # the epoch stop (_epoch_stop); None: max_epochs
     prior_kind: str = "uniform"  # "uniform", "match" (the user's prior), "estimate", "auto"
     n_samples: int = 1  # rows of an epoch (the estimated prior's memory)
 
@@ -80,8 +83,11 @@ def make_optimizer(module, cfg: TrainConfig):
     return torch.optim.Adam(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
 
 
-def run_epoch(step: Step, X, generator, run, epoch, callbacks) -> dict:
-    """One pass over X in shuffled global batches; returns the epoch's history entry."""
+def run_epoch(step: Step, X, generator, run, epoch, callbacks, changes=None) -> dict:
+    """One pass over X in shuffled global batches; returns the epoch's history entry
+    (its ``"changed"``: rows whose label changed since the last epoch recorded in
+    ``changes``, a :class:`~skcce._engine._label_change.LabelChanges`; None without one or
+    after the first)."""
     cfg, ctx, k, n = step.cfg, step.ctx, step.cfg.n_clusters, X.shape[0]
     t0 = time.perf_counter()
     step.model.train()
@@ -104,10 +110,13 @@ def run_epoch(step: Step, X, generator, run, epoch, callbacks) -> dict:
         sums += torch.stack([out.loss, out.fairness]).to(torch.float64) * out.n_local
         pred = out.logits.argmax(dim=1)  # scatter_add_, not bincount: no sync on CUDA
         counts.scatter_add_(0, pred, torch.ones_like(pred))
+        if changes is not None:
+            changes.record(ctx.shard(rows)[None], pred[None])
         for callback in callbacks:
             callback.on_batch_end(run)
     sums, counts = sums.cpu().numpy(), counts.cpu().numpy()
     tot_loss, tot_fair = float(sums[0]), float(sums[1])
+    changed = None if changes is None else changes.end_epoch(ctx if ctx.active else None)
     if ctx.active:  # epoch statistics of the whole data
         summed = ctx.sum_array([tot_loss, tot_fair, *counts], cfg.device)
         tot_loss, tot_fair = float(summed[0]), float(summed[1])
@@ -120,6 +129,7 @@ def run_epoch(step: Step, X, generator, run, epoch, callbacks) -> dict:
         "solver_iter": solver_iter,
         "solver_unconverged": unconverged,
         "relocated": 0,
+        "changed": None if changed is None else int(changed[0]),
         "time": time.perf_counter() - t0,
     }
 
@@ -138,19 +148,24 @@ def _relocate(step, X, history, seed, epoch) -> int:
     return len(donors)
 
 
-def _epochs(step, X, generator, run, first, history, callbacks, seed):
+def _epochs(step, X, generator, run, first, history, callbacks, seed, labels=None):
     """Epochs ``first`` .. ``max_epochs - 1``; returns the last completed ``(weights,
     history)`` when Ctrl-C ends them early with one process (None: nothing completed).
     Before each epoch the built-in linear head re-seeds the clusters that the last epoch
-    (before the first, the start) lost."""
+    (before the first, the start) lost; training ends early when :func:`stop_now` says so
+    (``labels``: a resumed restart's labels of its last epoch)."""
     module, ctx = step.network, step.ctx
     done = (cpu_state(module), list(history)) if first > 0 and not ctx.active else None
+    changes = LabelChanges(1, X.shape[0], step.cfg.device)
+    changes.restore(0, labels)
+    if stop_now(history, step.cfg.n_iter_no_change):  # resumed after its last epoch
+        return None
     try:
         for epoch in range(first, step.cfg.max_epochs):
             for callback in callbacks:
                 callback.on_epoch_begin(run, epoch)
             moved = _relocate(step, X, history, seed, epoch)
-            history.append(run_epoch(step, X, generator, run, epoch, callbacks))
+            history.append(run_epoch(step, X, generator, run, epoch, callbacks, changes))
             history[-1]["relocated"] = moved
             if not np.isfinite(history[-1]["loss"]):
                 raise FloatingPointError(
@@ -159,10 +174,13 @@ def _epochs(step, X, generator, run, first, history, callbacks, seed):
                 )
             done = (cpu_state(module), list(history))  # one statement: Ctrl-C safe
             state = EpochEnd(
-                run, epoch + 1, done[1], done[0], step.optimizer, generator, step.prior_state()
+                run, epoch + 1, done[1], done[0], step.optimizer, generator, step.prior_state(),
+                changes.last(0),
             )
             for callback in callbacks:
                 callback.on_epoch_end(state)
+            if stop_now(history, step.cfg.n_iter_no_change):
+                break
         ctx.sync_buffers(module)  # per-rank BatchNorm statistics (CPU): take rank 0's
     except KeyboardInterrupt:
         if ctx.active:
@@ -206,8 +224,8 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
     """
     generator = torch.Generator().manual_seed(int(seed))
     module = build(generator, run=run, seed=seed)
-    first, history, opt_state, mass = (
-        resume.restore(run, module, generator) if resume else (0, [], None, None)
+    first, history, opt_state, mass, labels = (
+        resume.restore(run, module, generator) if resume else (0, [], None, None, None)
     )
     module.to(cfg.device)
     model, unwrap = ctx.wrap(module, cfg.device)
@@ -218,7 +236,7 @@ def run_single(X, prepared, cfg, build, seed, run, *, ctx, callbacks=(), resume=
     for callback in callbacks:
         callback.on_run_begin(run, first)
     try:
-        stopped = _epochs(step, X, generator, run, first, history, callbacks, seed)
+        stopped = _epochs(step, X, generator, run, first, history, callbacks, seed, labels)
     finally:
         unwrap()
         # drop the DDP wrapper now: an exception's traceback keeps this frame alive, and a

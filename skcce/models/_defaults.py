@@ -41,6 +41,7 @@ AUTO_SETTINGS: dict[str, dict[str, object]] = {
         "batch_size": 250,
         "augment": None,
         "init": "kmeans",
+        "n_iter_no_change": 1,
     },
     "deep": {
         "optimizer": "adam",
@@ -49,6 +50,7 @@ AUTO_SETTINGS: dict[str, dict[str, object]] = {
         "batch_size": 100,
         "augment": "default",
         "init": "random",
+        "n_iter_no_change": None,
     },
 }
 
@@ -61,6 +63,7 @@ AUTO_PARAMS: tuple[str, ...] = (
     "augment",
     "init",
     "n_init",
+    "n_iter_no_change",
 )
 
 
