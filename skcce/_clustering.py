@@ -167,7 +167,9 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffling and restarts (a local ``torch.Generator``).
     verbose : int, default=0
-        Show a tqdm progress bar when > 0.
+        Show a tqdm progress bar when > 0. It counts the batches of ``max_epochs`` epochs:
+        its estimate is the longest the fit can take, and a fit whose epoch stop comes
+        earlier closes it before its end.
 
     Attributes
     ----------
