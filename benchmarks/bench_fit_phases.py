@@ -12,7 +12,9 @@ spread 0.5, seed 0). One untimed warm-up fit comes first. Threads: torch's defau
 ``--threads 1``. Writes the section ``bench_fit_phases`` (``_threads1``) of docs/scale.md.
 
 ``--epochs 1,2,3,5,10`` instead fits each case (and digits) with ``max_epochs`` set to each
-count and writes the accuracy and time after each to the section ``bench_fit_epochs``.
+count and ``n_iter_no_change=None`` (every epoch), then once with the defaults (the epoch
+stop of docs/design/026-epoch-stop.md), and writes the accuracy and time of each to the
+section ``bench_fit_epochs``.
 
 Usage::
 
@@ -115,8 +117,9 @@ def report(rows, threads):
 
 
 def run_epochs(case, seed, counts):
-    """``[(epochs, accuracy, seconds)]`` of default fits with ``max_epochs`` of ``counts``;
-    ``case`` is "digits" or ``(n, d, K)``."""
+    """``[(epochs, accuracy, seconds)]`` of fits of every epoch (``n_iter_no_change=None``)
+    with ``max_epochs`` of ``counts``, then of the default fit (its epochs: those it
+    trained); ``case`` is "digits" or ``(n, d, K)``."""
     from skcce import CCEClustering
     from skcce.metrics import clustering_accuracy
 
@@ -129,12 +132,14 @@ def run_epochs(case, seed, counts):
         X, y = make_mixture(*case, "balanced", seed=seed)
         k = case[2]
     out = []
-    for count in counts:
+    for count in [*counts, None]:
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            est = CCEClustering(n_clusters=k, random_state=seed, max_epochs=count).fit(X)
-        out.append((count, clustering_accuracy(y, est.labels_), time.perf_counter() - t0))
+            params = {} if count is None else dict(max_epochs=count, n_iter_no_change=None)
+            est = CCEClustering(n_clusters=k, random_state=seed, **params).fit(X)
+        seconds = time.perf_counter() - t0
+        out.append((est.n_iter_, clustering_accuracy(y, est.labels_), seconds))
     print(case, [(c, round(a, 3), round(t, 2)) for c, a, t in out], flush=True)
     return out
 
@@ -143,22 +148,26 @@ def report_epochs(rows, counts, seed, threads):
     lines = [
         "## Accuracy after each number of epochs (`benchmarks/bench_fit_phases.py --epochs`)",
         "",
-        f"`CCEClustering(n_clusters=K, random_state={seed}, max_epochs=E)` with its other "
-        "defaults, on digits and balanced `make_mixture` data (spread 0.5): accuracy and "
-        f"wall time of the whole fit for each E. Threads: {threads}.",
+        f"`CCEClustering(n_clusters=K, random_state={seed}, max_epochs=E, "
+        "n_iter_no_change=None)` (E epochs) with its other defaults, on digits and balanced "
+        "`make_mixture` data (spread 0.5): accuracy and wall time of the whole fit for each "
+        "E; *default* is the default fit, which ends at its epoch stop (docs/design/"
+        f"026-epoch-stop.md) after the epochs shown. Threads: {threads}.",
         "",
         "Machine:",
         "",
         *machine_lines(),
         "",
-        "| data | K | " + " | ".join(f"E = {c}: acc, s" for c in counts) + " |",
-        "|---|---|" + "---|" * len(counts),
-    ]
+        "| data | K | " + " | ".join(f"E = {c}: acc, s" for c in counts)
+        + " | default: acc, s (epochs) |",
+        "|---|---|" + "---|" * (len(counts) + 1),
+    ]  # fmt: skip
     for case, out in rows:
         name = "digits" if case == "digits" else f"{case[0]:,} × {case[1]}"
         k = 10 if case == "digits" else case[2]
-        cells = " | ".join(f"{a:.3f}, {t:.3g}" for _, a, t in out)
-        lines.append(f"| {name} | {k} | {cells} |")
+        cells = " | ".join(f"{a:.3f}, {t:.3g}" for _, a, t in out[:-1])
+        epochs, acc, seconds = out[-1]
+        lines.append(f"| {name} | {k} | {cells} | {acc:.3f}, {seconds:.3g} ({epochs}) |")
     return "\n".join(lines)
 
 

@@ -85,6 +85,8 @@ CANDIDATES = {
     "one kind": {"init": "random", "prior": None},  # ten random-head, uniform-prior restarts
     "kmeans heads": {"init": "kmeans"},  # every restart from its own KMeans run, prior "auto"
     "kmeans+uniform": {"init": "kmeans", "prior": None},  # own KMeans runs, uniform prior
+    "n_iter_no_change=None": {"n_iter_no_change": None},  # every epoch: before record 026
+    "n_iter_no_change=2": {"n_iter_no_change": 2},  # a patience of two epochs
 }
 
 

@@ -44,10 +44,10 @@ def test_solver_tol_table_shows_ratios_and_uncertified_batches():
 
 def test_epochs_table_has_a_column_per_count():
     rows = [
-        ("digits", [(1, 0.5, 0.25), (3, 0.75, 1.0)]),
-        ((1000, 8, 4), [(1, 0.1, 2.0), (3, 0.2, 3.0)]),
+        ("digits", [(1, 0.5, 0.25), (3, 0.75, 1.0), (2, 0.625, 0.5)]),
+        ((1000, 8, 4), [(1, 0.1, 2.0), (3, 0.2, 3.0), (3, 0.2, 3.5)]),
     ]
     table = bench_fit_phases.report_epochs(rows, [1, 3], 0, "1")
-    assert "| data | K | E = 1: acc, s | E = 3: acc, s |" in table
-    assert "| digits | 10 | 0.500, 0.25 | 0.750, 1 |" in table
-    assert "| 1,000 × 8 | 4 | 0.100, 2 | 0.200, 3 |" in table
+    assert "| data | K | E = 1: acc, s | E = 3: acc, s | default: acc, s (epochs) |" in table
+    assert "| digits | 10 | 0.500, 0.25 | 0.750, 1 | 0.625, 0.5 (2) |" in table
+    assert "| 1,000 × 8 | 4 | 0.100, 2 | 0.200, 3 | 0.200, 3.5 (3) |" in table
