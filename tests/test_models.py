@@ -301,6 +301,7 @@ def test_presets_match_supplement():
         assert p["weight_decay"] == w
         assert (p["model"], p["optimizer"], p["learning_rate"]) == ("linear", "sgd", 0.1)
         assert (p["batch_size"], p["max_epochs"], p["lam"]) == (250, 10, 100)
+        assert p["n_iter_no_change"] is None  # the supplement's fixed 10 epochs
     for ds in wd:
         p = get_preset("table2", ds)
         assert (p["model"], p["optimizer"], p["learning_rate"]) == ("vgg4", "adam", 1e-4)

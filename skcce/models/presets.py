@@ -39,6 +39,7 @@ PRESETS: dict[str, dict] = {
             "learning_rate": 0.1,
             "batch_size": 250,
             "max_epochs": 10,
+            "n_iter_no_change": None,  # the supplement's fixed epochs
             "lam": 100.0,
             "n_runs": 6,
         },
@@ -62,6 +63,7 @@ PRESETS: dict[str, dict] = {
             "weight_decay": 0.01,
             "batch_size": 250,
             "max_epochs": 50,
+            "n_iter_no_change": None,
             "lam": 100.0,
             "n_runs": 6,
         },
@@ -82,6 +84,7 @@ PRESETS: dict[str, dict] = {
             "weight_decay": 1e-4,
             "batch_size": 200,
             "max_epochs": 50,
+            "n_iter_no_change": None,
             "lam": 100.0,
             "n_runs": 6,
         },
@@ -118,7 +121,8 @@ def get_preset(table: str, dataset: str) -> dict:
     -------
     settings : dict
         A fresh dict with keys ``model``, ``optimizer``, ``learning_rate``,
-        ``weight_decay``, ``batch_size``, ``max_epochs``, ``lam`` and ``n_runs``; for
+        ``weight_decay``, ``batch_size``, ``max_epochs``, ``n_iter_no_change`` (None: every
+        epoch, as the supplement trains), ``lam`` and ``n_runs``; for
         ``"table4"`` also ``backbone_learning_rate`` and ``augment_weight``. Everything but
         ``n_runs`` is meant as ``CCEClustering`` keyword arguments.
 
