@@ -2,7 +2,8 @@
 
 :func:`run_single` is the engine's "single run", in the manner of scikit-learn's
 ``_kmeans_single_lloyd``: it builds the network from a seed, resumes it when asked, trains
-it for ``cfg.max_epochs`` epochs of :func:`skcce._engine._step.train_step`, and returns a
+it for at most ``cfg.max_epochs`` epochs of :func:`skcce._engine._step.train_step` (fewer
+when :func:`skcce._engine._epoch_stop.stop_now` says its labels have settled), and returns a
 :class:`~skcce._engine._callbacks.RunResult` (history, training-set labels and cluster
 sizes, label-free score, interrupted or not; computed in one streaming pass, without the
 (N, K) probabilities). Nothing here validates user input (the estimator does).
