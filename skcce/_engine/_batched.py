@@ -376,6 +376,7 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
     # per restart: (weights, epochs, prior masses) of its last completed epoch; a restart
     # whose epoch stop has come keeps that epoch's while the others train on
     done = [None] * len(runs)
+    stopped = [False] * len(runs)  # stop_now of each restart's history so far
     changes = LabelChanges(len(runs), X.shape[0], cfg.device)
     for callback in callbacks:
         for r in runs:
@@ -394,8 +395,8 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
                 )
             masses = batched.tracker.state() if batched.tracker.varies else [None] * len(runs)
             for i, r in enumerate(runs):
-                if done[i] is not None and stop_now(histories[i], cfg.n_iter_no_change):
-                    continue  # stopped earlier
+                if stopped[i]:
+                    continue
                 histories[i].append(entries[i])
                 done[i] = (heads.state_of(i), epoch + 1, masses[i])
                 for callback in callbacks:
@@ -404,7 +405,8 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
                                  generators[i], done[i][2], changes.last(i))  # fmt: skip
                 for callback in callbacks:
                     callback.on_epoch_end(state)
-            if all(stop_now(history, cfg.n_iter_no_change) for history in histories):
+                stopped[i] = stop_now(histories[i], cfg.n_iter_no_change)
+            if all(stopped):
                 break
         interrupted = False
     except KeyboardInterrupt:
