@@ -66,6 +66,7 @@ from _report import machine_lines, publish  # noqa: E402
 
 from skcce import CCEClustering  # noqa: E402
 from skcce.metrics import clustering_accuracy  # noqa: E402
+from skcce.models._defaults import linear_weight_decay  # noqa: E402
 
 DEFAULT_JSON = HERE / ".cache" / "ordinary.json"
 KMEANS = "KMeans(n_init=10)"
@@ -74,6 +75,20 @@ CCE_DEFAULTS = "CCEClustering (defaults)"
 
 #: Candidate settings of CCEClustering: name -> keyword arguments (besides n_clusters and
 #: random_state). Each becomes the method ``CCEClustering(<name>)``.
+class PerSet:
+    """A candidate's value computed from the set's number of features and clusters, named by
+    its rule (the records' key)."""
+
+    def __init__(self, rule, fn):
+        self.rule, self.fn = rule, fn
+
+    def __call__(self, n_features, n_clusters):
+        return self.fn(n_features, n_clusters)
+
+    def __repr__(self):
+        return self.rule
+
+
 CANDIDATES = {
     "prior=estimate": {"prior": "estimate"},
     "weight_decay=0.1": {"weight_decay": 0.1},  # the decay before issue 24, at every dimension
@@ -87,6 +102,8 @@ CANDIDATES = {
     "kmeans+uniform": {"init": "kmeans", "prior": None},  # own KMeans runs, uniform prior
     "n_iter_no_change=None": {"n_iter_no_change": None},  # every epoch: before record 026
     "n_iter_no_change=2": {"n_iter_no_change": 2},  # a patience of two epochs
+    # the "auto" decay's value for every head row alike: the defaults before record 027
+    "one decay": {"weight_decay": PerSet("linear_weight_decay(d, K)", linear_weight_decay)},
 }
 
 
@@ -101,7 +118,11 @@ def _gmm(k, seed, n_features=None):
 
 def _cce(**kwargs):
     def factory(k, seed, n_features=None):
-        return CCEClustering(n_clusters=k, random_state=seed, **kwargs)
+        values = {
+            key: value(n_features, k) if isinstance(value, PerSet) else value
+            for key, value in kwargs.items()
+        }
+        return CCEClustering(n_clusters=k, random_state=seed, **values)
 
     factory.params = kwargs
     return factory

@@ -124,8 +124,12 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
     backbone_learning_rate : float, default=None
         Separate learning rate of a pretrained backbone (supplement Table 4: 1e-5).
     weight_decay : float or "auto", default="auto"
-        ``"auto"``: ``0.1 * min(1, n_features / 64) * min(1, 10 / n_clusters)`` for the
-        linear head, 0.01 otherwise.
+        ``"auto"``: 0.01 for other models; for the linear head
+        ``0.1 * min(1, n_features / 64) * min(1, 10 / n_clusters)`` (``weight_decay_``) for
+        a cluster holding ``1 / n_clusters`` of the data, and each cluster's row decays in
+        proportion to its share ``m_k`` of the pseudo-labels:
+        ``weight_decay_ * n_clusters * m_k`` (docs/design/027-decay-by-share.md). A float is
+        the optimiser's ``weight_decay``, the same for every parameter.
     batch_size : int or "auto", default="auto"
         Rows per mini-batch. ``"auto"``: 250 for the linear head, 100 for other models,
         raised to ``4 * n_clusters`` so that a batch can hold every cluster.
@@ -466,6 +470,8 @@ class CCEClustering(ClusterMixin, CallbackSupportMixin, BaseEstimator):
             verbose=int(self.verbose),
             solve_threads=int(solve_threads),
             n_iter_no_change=settings.get("n_iter_no_change"),
+            # "auto" on the linear head: each row's decay by its cluster's share (_decay)
+            decay_by_share=isinstance(self.weight_decay, str) and _defaults.is_linear(self.model),
         )
 
     def _plan(self, X, k, solve_threads=1) -> _FitPlan:

@@ -27,6 +27,19 @@ VGG4_ADAM = dict(
 )
 
 
+def linear_config(**changes):
+    """A resolved TrainConfig of the linear head (what the estimator builds), with ``changes``."""
+    from skcce._engine._train import TrainConfig
+
+    base = dict(
+        n_clusters=4, lam=100.0, fairness="reverse", loss="collision", prior=None,
+        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
+        weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
+        augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
+    )  # fmt: skip
+    return TrainConfig(**{**base, **changes})
+
+
 def float32_blobs(n_samples, n_features, cluster_std):
     """Three well separated Gaussian blobs as float32 features, and their classes."""
     X, y = make_blobs(

@@ -9,13 +9,14 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from _helpers import linear_config
 from sklearn.datasets import make_blobs
 
 import skcce._clustering as clustering
 from skcce import CCEClustering
 from skcce._engine import _batched
 from skcce._engine._distributed import Context
-from skcce._engine._train import FitInterruptedWarning, TrainConfig
+from skcce._engine._train import FitInterruptedWarning
 
 
 @pytest.fixture(scope="module")
@@ -24,15 +25,7 @@ def data():
     return X.astype(np.float32)
 
 
-def _cfg(**changes):
-    """A resolved TrainConfig of the linear head (what the estimator builds)."""
-    base = dict(
-        n_clusters=4, lam=100.0, fairness="reverse", loss="collision", prior=None,
-        fairness_weight=1.3, optimizer="sgd", learning_rate=0.5, backbone_learning_rate=None,
-        weight_decay=0.1, batch_size=64, max_epochs=1, solver_tol=1e-6, solver_max_iter=100,
-        augment=None, augment_weight=1.0, device=torch.device("cpu"), amp=False, verbose=0,
-    )  # fmt: skip
-    return TrainConfig(**{**base, **changes})
+_cfg = linear_config
 
 
 def _one_by_one(monkeypatch, est, X):
@@ -302,10 +295,11 @@ def test_compiled_collision_step_survives_a_cluster_no_row_predicts(fairness):
 def test_batched_and_one_by_one_agree_when_the_shrink_guard_weighs_rows(monkeypatch):
     from skcce._engine import _prior
 
-    # imbalanced blobs on which a cluster of this fit shrinks and the guard fires
+    # imbalanced blobs on which a cluster of this fit shrinks and the guard fires (under
+    # one decay for every head row; the default's decay by share keeps it from shrinking)
     X, _ = make_blobs([1000, 500, 200, 100, 50], cluster_std=1.0, random_state=3)
     params = dict(n_clusters=4, n_init=2, max_epochs=6, batch_size=64, random_state=3,
-                  prior="estimate", init="random")  # fmt: skip
+                  prior="estimate", init="random", weight_decay=0.003)  # fmt: skip
     fired = []
     real = _prior.PriorTracker.shrink_guard
 

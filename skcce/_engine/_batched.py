@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from skcce._engine._callbacks import EpochEnd, RunResult, cluster_sizes
+from skcce._engine._decay import add_share_decay
 from skcce._engine._epoch_stop import stop_now
 from skcce._engine._inference import infer_labels
 from skcce._engine._label_change import LabelChanges
@@ -180,14 +181,24 @@ class _Batched:
         in place, as ``torch.optim.SGD`` computes it (``p -= lr * (g + weight_decay * p)``),
         without its per-call overhead; any other optimiser through its own ``step``."""
         weight, bias = self.heads.weight, self.heads.bias
+        share = self.cfg.decay_by_share
+        if share:  # each row's own decay (skcce._engine._decay); the optimiser's is 0
+            self.add_decay(grad_w, grad_b)
         if not self.in_place:
             weight.grad, bias.grad = grad_w, grad_b
             self.optimizer.step()
             return
-        lr, decay = self.cfg.learning_rate, self.cfg.weight_decay
+        lr, decay = self.cfg.learning_rate, 0.0 if share else self.cfg.weight_decay
         with torch.no_grad():
             for p, g in ((weight, grad_w), (bias, grad_b)):
                 p.add_(g.add_(p, alpha=decay) if decay else g, alpha=-lr)
+
+    def add_decay(self, grad_w, grad_b):
+        """Add each head row's decay in proportion to its cluster's share to the gradients
+        (:mod:`skcce._engine._decay`), in place."""
+        heads, cfg = self.heads, self.cfg
+        add_share_decay(heads.weight, heads.bias, grad_w, grad_b, cfg.weight_decay,
+                        self.tracker.marginal.value)  # fmt: skip
 
     def solve_all(self, probs):
         """The R solver results of the problems ``probs[r]`` (on ``pool``'s threads): the
@@ -250,6 +261,8 @@ class _Batched:
             fair = _kl_term(sigma.mean(dim=2), self.prior_dev, cfg.fairness, floor=True)
             self.optimizer.zero_grad(set_to_none=True)
             (loss + cfg.fairness_weight * fair).sum().backward()
+            if cfg.decay_by_share:
+                self.add_decay(self.heads.weight.grad, self.heads.bias.grad)
             self.optimizer.step()
         self.update_prior(results)
         return loss.detach(), fair.detach(), logits.detach(), results

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from skcce._engine._decay import add_share_decay
 from skcce.losses import (
     _kl_term,
     collision_cross_entropy,
@@ -235,6 +236,10 @@ def train_step(step: Step, X, rows, aug_gen) -> StepResult:
         total = total + cfg.augment_weight * _local_loss(loss_a, len(idx), n_global, ctx.world_size)
     step.optimizer.zero_grad(set_to_none=True)
     total.backward()
+    if cfg.decay_by_share:  # the linear head's decay per row (skcce._engine._decay)
+        head = step.network
+        add_share_decay(head.weight, head.bias, head.weight.grad, head.bias.grad,
+                        cfg.weight_decay, step.tracker.marginal.value[0])  # fmt: skip
     step.optimizer.step()
     step.update_prior(res.labels)  # the global batch's labels: the same on every rank
     return StepResult(loss.detach(), fair.detach(), len(idx), logits, res)

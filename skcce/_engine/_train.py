@@ -64,6 +64,7 @@ class TrainConfig:
     n_iter_no_change: int | None = None  # the epoch stop (_epoch_stop); None: max_epochs
     prior_kind: str = "uniform"  # "uniform", "match" (the user's prior), "estimate", "auto"
     n_samples: int = 1  # rows of an epoch (the estimated prior's memory)
+    decay_by_share: bool = False  # the linear head's decay per row (_decay); optimiser's 0
 
 
 def make_tracker(cfg: TrainConfig, runs) -> PriorTracker:
@@ -79,9 +80,10 @@ def make_optimizer(module, cfg: TrainConfig):
         params = param_groups(module, cfg.learning_rate, cfg.backbone_learning_rate)
     else:
         params = module.parameters()
+    decay = 0.0 if cfg.decay_by_share else cfg.weight_decay  # then added per row (_decay)
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-    return torch.optim.Adam(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        return torch.optim.SGD(params, lr=cfg.learning_rate, weight_decay=decay)
+    return torch.optim.Adam(params, lr=cfg.learning_rate, weight_decay=decay)
 
 
 def run_epoch(step: Step, X, generator, run, epoch, callbacks, changes=None) -> dict:

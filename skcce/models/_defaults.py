@@ -76,7 +76,9 @@ def linear_weight_decay(n_features: int, n_clusters=None) -> float:
     dimension :math:`d` and a head needs larger weights in fewer dimensions; and each of the
     head's K rows is trained by about n / K rows of the data while the decay pulls on every
     row alike, so above ten clusters the decay shrinks with K to keep each row's balance as
-    at ten (docs/design/007-weight-decay-by-dimension.md).
+    at ten (docs/design/007-weight-decay-by-dimension.md). This is the decay of a row whose
+    cluster holds ``1 / K`` of the data; training scales each row's by its cluster's share
+    (:mod:`skcce._engine._decay`).
 
     Parameters
     ----------
