@@ -299,7 +299,8 @@ def test_batched_and_one_by_one_agree_when_the_shrink_guard_weighs_rows(monkeypa
     # one decay for every head row; the default's decay by share keeps it from shrinking)
     X, _ = make_blobs([1000, 500, 200, 100, 50], cluster_std=1.0, random_state=3)
     params = dict(n_clusters=4, n_init=2, max_epochs=6, batch_size=64, random_state=3,
-                  prior="estimate", init="random", weight_decay=0.003)  # fmt: skip
+                  prior="estimate", init="random", weight_decay=0.003,
+                  n_iter_no_change=None)  # fmt: skip
     fired = []
     real = _prior.PriorTracker.shrink_guard
 

@@ -57,10 +57,17 @@ def test_history_counts_the_rows_that_changed_cluster():
     assert all(isinstance(c, int) and 0 <= c <= len(X) for c in changed[1:])
 
 
-def _results(monkeypatch, batched):
-    """Each restart's RunResult of a fit, trained together (``batched``) or one by one."""
+def _results(monkeypatch, batched, stack_sizes=None):
+    """Each restart's RunResult of a fit, trained together (``batched``) or one by one;
+    ``stack_sizes`` gets the number of restarts each batched epoch trains."""
     results = []
     real_batched, real_single = _batched.run_batched, restarts_run_single
+    real_epoch = _batched._epoch
+
+    def spy_epoch(batched_, source, generators, *args):
+        if stack_sizes is not None:
+            stack_sizes.append(len(generators))
+        return real_epoch(batched_, source, generators, *args)
 
     def spy_batched(*args, **kwargs):
         out = real_batched(*args, **kwargs)
@@ -74,6 +81,7 @@ def _results(monkeypatch, batched):
 
     with monkeypatch.context() as m:
         m.setattr(_batched, "run_batched", spy_batched)
+        m.setattr(_batched, "_epoch", spy_epoch)
         m.setattr("skcce._engine._restarts.run_single", spy_single)
         if not batched:
             m.setattr(_batched, "applies", lambda *args: False)
@@ -82,11 +90,14 @@ def _results(monkeypatch, batched):
 
 
 def test_restarts_trained_together_stop_as_they_would_alone(monkeypatch):
-    together = _results(monkeypatch, batched=True)
+    sizes = []
+    together = _results(monkeypatch, batched=True, stack_sizes=sizes)
     alone = _results(monkeypatch, batched=False)
     epochs = [len(r.history) for r in together]
     assert len(set(epochs)) > 1  # the restarts stop at different epochs
     assert epochs == [len(r.history) for r in alone]
+    # a stopped restart leaves the stack: each epoch trains the restarts not yet stopped
+    assert sizes == [sum(e > epoch for e in epochs) for epoch in range(max(epochs))]
     for a, b in zip(together, alone, strict=True):
         assert [h["changed"] for h in a.history] == [h["changed"] for h in b.history]
         np.testing.assert_array_equal(a.labels, b.labels)

@@ -81,6 +81,13 @@ class StackedHeads(nn.Module):
     def forward(self, x):
         return torch.baddbmm(self.bias.unsqueeze(2), self.weight, x.transpose(1, 2))
 
+    def keep_(self, idx):
+        """Keep the heads at positions ``idx`` only, in place."""
+        index = torch.as_tensor(idx, dtype=torch.long, device=self.weight.device)
+        self.weight = nn.Parameter(self.weight.detach().index_select(0, index))
+        self.bias = nn.Parameter(self.bias.detach().index_select(0, index))
+        return self
+
     def state_of(self, r) -> dict:
         """Restart ``r``'s weights as an ``nn.Linear`` state dict (CPU copies)."""
         return {
@@ -144,6 +151,17 @@ class _Batched:
         self.in_place = self.closed_form and cfg.optimizer == "sgd"
         self.fused = self._fused() if self.closed_form else None
         self.optimizer = None if self.in_place else make_optimizer(heads, cfg)
+
+    def keep(self, idx) -> bool:
+        """Train on only the restarts at positions ``idx`` (the others have stopped):
+        whether it could (in-place SGD has no optimiser state to cut; another optimiser
+        keeps every restart in the stack)."""
+        if not self.in_place:
+            return False
+        self.heads.keep_(idx)
+        self.tracker.keep(idx)
+        self._refresh()
+        return True
 
     def _refresh(self):
         """The priors in force, (R, K) (:meth:`PriorTracker.tensors`)."""
@@ -384,21 +402,23 @@ def run_batched(X, prepared, cfg, build, seeds, runs, *, callbacks=()):
 
 def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, seeds):
     batched = _Batched(heads, prepared.inputs, cfg, pool, runs)
+    priors = make_tracker(cfg, runs)  # each restart's kind of prior, for the results
     source = _Source(X, prepared.inputs, cfg.device).tabulate()
     histories = [[] for _ in runs]
     # per restart: (weights, epochs, prior masses) of its last completed epoch; a restart
     # whose epoch stop has come keeps that epoch's while the others train on
     done = [None] * len(runs)
     stopped = [False] * len(runs)  # stop_now of each restart's history so far
+    active = list(range(len(runs)))  # the restarts in the stack, by position in runs
     changes = LabelChanges(len(runs), X.shape[0], cfg.device)
     for callback in callbacks:
         for r in runs:
             callback.on_run_begin(r, 0)
     try:
         for epoch in range(cfg.max_epochs):
-            moved = _relocate(heads, histories, batched.tracker.value, X, prepared.inputs, cfg,
-                              seeds, epoch)  # fmt: skip
-            entries = _epoch(batched, source, generators, epoch, changes)
+            moved = _relocate(heads, [histories[i] for i in active], batched.tracker.value, X,
+                              prepared.inputs, cfg, [seeds[i] for i in active], epoch)  # fmt: skip
+            entries = _epoch(batched, source, [generators[i] for i in active], epoch, changes)
             for entry, count in zip(entries, moved, strict=True):
                 entry["relocated"] = count
             if not all(np.isfinite(e["loss"]) for e in entries):
@@ -406,21 +426,26 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
                     f"the training loss became non-finite in epoch {epoch}; lower "
                     "learning_rate or check the scale of X"
                 )
-            masses = batched.tracker.state() if batched.tracker.varies else [None] * len(runs)
-            for i, r in enumerate(runs):
+            masses = batched.tracker.state() if batched.tracker.varies else [None] * len(active)
+            for j, i in enumerate(active):  # j: the stack's position, i: the restart's
                 if stopped[i]:
                     continue
-                histories[i].append(entries[i])
-                done[i] = (heads.state_of(i), epoch + 1, masses[i])
+                histories[i].append(entries[j])
+                done[i] = (heads.state_of(j), epoch + 1, masses[j])
                 for callback in callbacks:
-                    callback.on_epoch_begin(r, epoch)
-                state = EpochEnd(r, epoch + 1, histories[i], done[i][0], batched.optimizer,
-                                 generators[i], done[i][2], changes.last(i))  # fmt: skip
+                    callback.on_epoch_begin(runs[i], epoch)
+                state = EpochEnd(runs[i], epoch + 1, histories[i], done[i][0],
+                                 batched.optimizer, generators[i], done[i][2],
+                                 changes.last(j))  # fmt: skip
                 for callback in callbacks:
                     callback.on_epoch_end(state)
                 stopped[i] = stop_now(histories[i], cfg.n_iter_no_change)
             if all(stopped):
                 break
+            training = [j for j, i in enumerate(active) if not stopped[i]]
+            if len(training) < len(active) and batched.keep(training):  # drop the stopped
+                changes.keep(training)
+                active = [active[j] for j in training]
         interrupted = False
     except KeyboardInterrupt:
         interrupted = True
@@ -435,7 +460,7 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
             normalised=source.table,
         )  # fmt: skip
         last = interrupted and i == len(runs) - 1  # the caller stops at an interrupted run
-        prior = None if done[i][2] is None else batched.tracker.prior_of(i, done[i][2])
+        prior = None if done[i][2] is None else priors.prior_of(i, done[i][2])
         sizes = cluster_sizes(labels, cfg.n_clusters)
         results.append(RunResult(r, module, history, labels, score, last, prior, sizes))
     return results

@@ -67,6 +67,14 @@ class LabelChanges:
         self.current.zero_()
         return changed
 
+    def keep(self, idx) -> None:
+        """Keep the restarts at positions ``idx`` only (the others have stopped)."""
+        index = torch.as_tensor(idx, dtype=torch.long, device=self.current.device)
+        self.current = self.current.index_select(0, index)
+        if self.previous is not None:
+            self.previous = self.previous.index_select(0, index)
+        self._runs = torch.arange(len(idx), device=self.current.device)[:, None]
+
     def last(self, run: int) -> np.ndarray | None:
         """Restart ``run``'s labels of the last completed epoch (int32 of shape (n,)), or
         None before the first."""

@@ -210,6 +210,13 @@ class PriorTracker:
             self.hard, self.peak = state[:, k : 2 * k].copy(), state[:, 2 * k :].copy()
         self.value = self._from_mass()
 
+    def keep(self, idx):
+        """Keep the restarts at positions ``idx`` only (the others have stopped)."""
+        self.kinds, self.mass, self.value = self.kinds[idx], self.mass[idx], self.value[idx]
+        if self.hard is not None:
+            self.hard, self.peak = self.hard[idx], self.peak[idx]
+        self.marginal.value = self.marginal.value[idx]
+
 
 def restart_kind(kind: str, run: int) -> str:
     """The prior of restart ``run`` for a fit's ``kind`` (``"auto"`` alternates).
