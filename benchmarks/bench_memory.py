@@ -216,7 +216,8 @@ def main(argv=None):
     date = datetime.date.today().isoformat()
     lines = [
         f"## Memory of fit and predict on {results[0]['array_mib']:.0f} MiB of features, "
-        f"K = {args.n_clusters} (`benchmarks/bench_memory.py`)",
+        f"K = {args.n_clusters}{'' if args.threads == 1 else f', {args.threads} threads'} "
+        "(`benchmarks/bench_memory.py`)",
         "",
         f"Measured {date} by `{' '.join(['python', 'benchmarks/bench_memory.py', *argv])}`.",
         "",
