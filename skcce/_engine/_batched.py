@@ -434,9 +434,10 @@ def _train(heads, modules, X, prepared, cfg, generators, runs, callbacks, pool, 
                 done[i] = (heads.state_of(j), epoch + 1, masses[j])
                 for callback in callbacks:
                     callback.on_epoch_begin(runs[i], epoch)
+                # no labels: only a checkpoint reads them, and a batched fit writes none
+                # (applies), so no restart's labels are copied off the device every epoch
                 state = EpochEnd(runs[i], epoch + 1, histories[i], done[i][0],
-                                 batched.optimizer, generators[i], done[i][2],
-                                 changes.last(j))  # fmt: skip
+                                 batched.optimizer, generators[i], done[i][2])  # fmt: skip
                 for callback in callbacks:
                     callback.on_epoch_end(state)
                 stopped[i] = stop_now(histories[i], cfg.n_iter_no_change)
