@@ -66,6 +66,25 @@ def test_swap_refine_moves_a_centroid_across_the_data():
     assert _inertia(Z, C) < _inertia(Z, start)
 
 
+def test_swap_refine_runs_lloyd_to_convergence_once_after_the_kept_rounds():
+    Z, _, centres = _blobs(6, 200, 4, seed=2, spread=20.0)
+    start = np.r_[centres[:4] + 0.0, centres[[0]] + 0.5, (centres[[4]] + centres[[5]]) / 2]
+    lloyd = _lloyd_on(Z)
+    calls = []
+
+    def counted(C):
+        calls.append(C.copy())
+        return lloyd(C)
+
+    C, rounds = swap_refine(Z, lloyd(start), counted)
+    assert rounds >= 1 and len(calls) == 1
+    # the converged result is a fixed point of Lloyd's iterations
+    np.testing.assert_allclose(lloyd(C), C, atol=1e-8)
+    calls.clear()
+    swap_refine(Z, C, counted)  # already the optimum: no round kept, no Lloyd run
+    assert calls == []
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_swap_refine_never_raises_the_inertia(seed):
     rng = np.random.default_rng(seed)
