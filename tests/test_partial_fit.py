@@ -206,23 +206,6 @@ def test_running_start_counts_every_row_until_start_rows(blobs):
     assert CCEClustering(4, init="random", **FAST).partial_fit(X)._stream.start is None
 
 
-
-def test_a_small_cluster_of_the_stream_is_not_re_seeded_for_its_share_of_one_chunk():
-    # three separated blobs of 60 %, 34 % and 6 % of the rows; chunks of 200 rows hold about
-    # 12 rows of the small one, fewer than one 50-row batch asks (16.7), but the stream's
-    # rows so far hold more, and the lost-cluster test counts those
-    rng = np.random.default_rng(0)
-    y = rng.choice(3, size=2000, p=[0.6, 0.34, 0.06])
-    X = (8.0 * np.eye(3)[y] + rng.standard_normal((2000, 3))).astype(np.float32)
-    est = CCEClustering(3, **FAST)
-    relocated = []
-    for chunk in chunks(X, 10):
-        est.partial_fit(chunk)
-        relocated.append(est.history_[0]["relocated"])
-    assert est._stream.start is not None  # the running start's counts were read
-    assert relocated[2:] == [0] * 8, relocated
-    assert clustering_accuracy(y, est.predict(X)) > 0.99
-
 @pytest.mark.parametrize("seed", [1, 2])
 def test_many_clusters_in_small_chunks_against_minibatch_kmeans(seed):
     # 10 rows per cluster in a chunk (as 100 clusters in 1 000-row chunks): a start on the

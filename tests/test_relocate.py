@@ -143,24 +143,6 @@ def test_relocate_epoch_only_acts_on_lost_clusters():
     assert not torch.equal(head.weight, w)
 
 
-
-def test_relocate_epoch_scales_a_chunk_s_sizes_to_the_rows_seen():
-    # a stream's chunk of 305 rows: 5 rows of cluster 2 are fewer than one batch of 24
-    # asks (8), but as a share of 3 050 rows seen they stand for 50
-    Z, _ = _blobs([[0, 0], [6, 0], [0, 8]], 100)
-    head = _head(np.array([[3.0, 0], [0, 8], [40, 40]]))
-    w = head.weight.detach().clone()
-    u = np.full(3, 1 / 3)
-    args = (Z, _Flat(), torch.device("cpu"), 0, 0)
-    sizes = [200, 100, 5]
-    assert relocate_epoch_(head.weight, head.bias, sizes, u, 24, *args, n_rows=3050) == []
-    assert torch.equal(head.weight, w)
-    # a cluster with no row is lost however many rows were seen
-    assert relocate_epoch_(head.weight, head.bias, [205, 100, 0], u, 24, *args,
-                           n_rows=3050) == [0]  # fmt: skip
-    head = _head(np.array([[3.0, 0], [0, 8], [40, 40]]))
-    assert relocate_epoch_(head.weight, head.bias, sizes, u, 24, *args) == [0]
-
 def _merged_start_data():
     # four well separated blobs, one centroid of the start far from all of them
     centres = np.array([[0, 0], [10, 0], [0, 10], [10, 10]], dtype=np.float64)

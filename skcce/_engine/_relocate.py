@@ -178,24 +178,15 @@ def starved(sizes, prior, batch_size) -> np.ndarray:
 
 
 def relocate_epoch_(layer_weight, layer_bias, sizes, prior, batch_size, X, inputs, device,
-                    seed, epoch, n_rows=None):  # fmt: skip
+                    seed, epoch):  # fmt: skip
     """Before ``epoch``: re-seed the clusters that the last epoch lost (:func:`starved`) by
     :func:`relocate_empty_`, on a subsample of X drawn from ``(seed, epoch)``.
 
     ``sizes``: the rows the last epoch predicted per cluster; None before the first epoch,
     when they are the head's own partition of the subsample, scaled to X's rows (the
-    start's clusters: a KMeans start can hold clusters of one outlying row). ``n_rows``:
-    the rows the training has seen, when more than X's (a stream's chunk): the sizes are
-    scaled to them, so that a cluster is lost when it would hold fewer of all those rows
-    than one batch asks of it, as an epoch of ``fit`` judges its whole data. Returns the
+    start's clusters: a KMeans start can hold clusters of one outlying row). Returns the
     donors (an empty list when no cluster was lost)."""
-
-    def scaled(counts):
-        total = counts.sum()
-        return counts if n_rows is None or total <= 0 else counts * (n_rows / total)
-
     if sizes is not None:
-        sizes = scaled(np.asarray(sizes, dtype=np.float64))
         if len(sizes) == 0 or len(starved(sizes, prior, batch_size)) == 0:
             return []
     k = layer_weight.shape[0]
@@ -204,7 +195,7 @@ def relocate_epoch_(layer_weight, layer_bias, sizes, prior, batch_size, X, input
     pred = None
     if sizes is None:
         pred = _predict(Z, layer_weight, layer_bias)
-        sizes = scaled(np.bincount(pred, minlength=k) * (X.shape[0] / len(Z)))
+        sizes = np.bincount(pred, minlength=k) * (X.shape[0] / len(Z))
     lost = starved(sizes, prior, batch_size)
     if len(lost) == 0:
         return []

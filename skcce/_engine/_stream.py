@@ -442,9 +442,7 @@ class Stream:
         generator = torch.Generator()
         generator.set_state(new.generator_state)
         k = new.cfg.n_clusters
-        # rows per cluster for the lost-cluster test: the last pass's, the running start's, or
-        # None (a head just started from this chunk alone: its partition of the chunk is read)
-        sizes = self.sizes
+        sizes = self.sizes  # None: the head is a start, its partition of the chunk is read
         if module is None:
             if whitening is not None:
                 new.whiten = whitening(X, new.moments.inputs())
@@ -453,7 +451,6 @@ class Stream:
             if init_used == "kmeans" and X.shape[0] < start_rows(k):  # the start goes on
                 empty = Start(np.zeros((k, X.shape[1])), np.zeros(k))
                 new.start = empty.merged(X, inputs, head_scores(module))
-                sizes = new.start.counts
         else:
             init_used = None
             inputs = new.inputs()
@@ -463,13 +460,11 @@ class Stream:
                 start = start.merged(X, inputs, nearest(start.means))
                 restart_head_(module, start, X, inputs)
                 new.start = start if new.moments.count < start_rows(k) else None
-                sizes = start.counts  # the start's rows: every row of the stream so far
-        # the clusters the last pass (or the start) lost take half of others' rows; the sizes
-        # count as the stream's rows so far, as an epoch of fit counts all of its data
+                sizes = None
+        # the clusters the last pass (or the start) lost take half of others' rows
         batch = batch_rows(X.shape[0], new.cfg.batch_size, k)
         donors = relocate_epoch_(module.weight, module.bias, sizes, self.tracker.value[0], batch,
-                                 X, inputs, new.cfg.device, self.seed, self.n_passes,
-                                 new.moments.count)  # fmt: skip
+                                 X, inputs, new.cfg.device, self.seed, self.n_passes)  # fmt: skip
         entry = new._train(module, X, inputs, generator)
         entry["relocated"] = len(donors)
         new.sizes = entry["cluster_sizes"]
