@@ -13,10 +13,9 @@ removals while the split's gain exceeds the removal's cost, applies the pairs at
 takes one Lloyd iteration; when that lowered the inertia, the round is kept and the next
 round scores the moved centroids. A round that does not lower it is undone and the next
 round tries half as many pairs; the search ends when a single pair fails or none is
-predicted to gain, and Lloyd then runs to convergence once from the last kept round (record
-029: a convergence after every kept round cost up to 2.5 times as much for the same
-optima). Every rule is a comparison of the k-means objective with itself: there is no
-threshold to set.
+predicted to gain, and Lloyd then runs to convergence once from the last kept round
+(docs/design/029-swaps-converge-once.md). Every rule is a comparison of the k-means
+objective with itself: there is no threshold to set.
 """
 
 from __future__ import annotations
