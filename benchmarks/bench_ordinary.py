@@ -73,8 +73,7 @@ KMEANS = "KMeans(n_init=10)"
 GMM = "GaussianMixture"
 CCE_DEFAULTS = "CCEClustering (defaults)"
 
-#: Candidate settings of CCEClustering: name -> keyword arguments (besides n_clusters and
-#: random_state). Each becomes the method ``CCEClustering(<name>)``.
+
 class PerSet:
     """A candidate's value computed from the set's number of features and clusters, named by
     its rule (the records' key)."""
@@ -89,6 +88,8 @@ class PerSet:
         return self.rule
 
 
+#: Candidate settings of CCEClustering: name -> keyword arguments (besides n_clusters and
+#: random_state). Each becomes the method ``CCEClustering(<name>)``.
 CANDIDATES = {
     "prior=estimate": {"prior": "estimate"},
     "weight_decay=0.1": {"weight_decay": 0.1},  # the decay before issue 24, at every dimension
